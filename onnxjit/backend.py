@@ -1,0 +1,215 @@
+"""The ONNX backend API: `prepare`, `run_model`, `run_node`, `supports_device`, `is_compatible`."""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+import onnx
+from onnx import helper
+from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
+
+from .errors import InputError, ModelError, UnsupportedOpError
+from .ir import input_specs, load_model
+from .pipeline import compile_model, unsupported_ops
+
+DEFAULT_MAX_SIGNATURES = 32
+
+
+class OnnxJitRep(BackendRep):
+    """A prepared model: compiled entries keyed by input signature (shapes and dtypes)."""
+
+    def __init__(self, model, device="CPU", max_signatures=DEFAULT_MAX_SIGNATURES):
+        self.model = model
+        self.device = device
+        self.max_signatures = max_signatures
+        inits = {t.name for t in model.graph.initializer}
+        self.inputs = input_specs(model.graph, inits)
+        self.input_names = [s.name for s in self.inputs]
+        self.output_names = [o.name for o in model.graph.output]
+        self._outputs = namedtupledict("Outputs", self.output_names)
+        self._cache = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+        self.compile_seconds = 0.0
+        if all(s.is_static() and s.dtype is not None for s in self.inputs):
+            self._compile(tuple((s.name, s.dims, s.dtype) for s in self.inputs))
+
+    # -- the hot path: a dictionary lookup and one compiled call --------------------------------
+    def run(self, inputs, **kwargs):
+        arrays = self._arrays(inputs)
+        key = tuple([(a.shape, a.dtype) for a in arrays])
+        compiled = self._cache.get(key)
+        if compiled is None:
+            compiled = self._miss(key, arrays)
+        else:
+            self.hits += 1
+        return self._outputs(*compiled.fn(*arrays, *compiled.weights))
+
+    def _arrays(self, inputs):
+        if isinstance(inputs, dict):
+            inputs = self._from_dict(inputs)
+        elif isinstance(inputs, np.ndarray) or np.isscalar(inputs):
+            inputs = [inputs]
+        if len(inputs) != len(self.inputs):
+            raise InputError(f"the model takes {len(self.inputs)} input(s) {self.input_names}, "
+                             f"got {len(inputs)}")
+        return [a if type(a) is np.ndarray and a.flags.c_contiguous else _as_array(a, s.name)
+                for a, s in zip(inputs, self.inputs)]
+
+    def _from_dict(self, feeds):
+        unknown = sorted(set(feeds) - set(self.input_names))
+        missing = [n for n in self.input_names if n not in feeds]
+        if unknown or missing:
+            raise InputError(f"inputs by name: unknown {unknown}, missing {missing}; "
+                             f"the model's inputs are {self.input_names}")
+        return [feeds[n] for n in self.input_names]
+
+    # -- misses ---------------------------------------------------------------------------------
+    def _miss(self, key, arrays):
+        for a, spec in zip(arrays, self.inputs):
+            _check_input(a, spec)
+        with self._lock:
+            compiled = self._cache.get(key)
+            if compiled is None:
+                self.misses += 1
+                signature = tuple((s.name, a.shape, a.dtype) for s, a in zip(self.inputs, arrays))
+                compiled = self._compile(signature)
+            return compiled
+
+    def _compile(self, signature):
+        label = self.model.graph.name or "model"
+        compiled = compile_model(self.model, signature, label)
+        key = tuple((tuple(shape), np.dtype(dtype)) for _, shape, dtype in signature)
+        self._cache[key] = compiled
+        self.compile_seconds += compiled.compile_seconds
+        while len(self._cache) > self.max_signatures:
+            self._cache.popitem(last=False)
+        return compiled
+
+    # -- inspection -----------------------------------------------------------------------------
+    def signatures(self):
+        """The input signatures compiled so far, oldest first."""
+        return [c.signature for c in self._cache.values()]
+
+    def compiled(self, signature=None):
+        """The CompiledGraph for a signature (default: the most recent)."""
+        if not self._cache:
+            raise LookupError("nothing compiled yet: run the model once, or give static input shapes")
+        if signature is None:
+            return next(reversed(self._cache.values()))
+        for c in self._cache.values():
+            if c.signature == signature or [(tuple(s), np.dtype(d)) for _, s, d in c.signature] == \
+                    [(tuple(s), np.dtype(d)) for s, d in signature]:
+                return c
+        raise LookupError(f"no compiled entry for signature {signature}")
+
+    def source(self, signature=None):
+        """The generated Python module for a signature (default: the most recent)."""
+        return self.compiled(signature).source
+
+    def cache_info(self):
+        """Signatures kept, hits, misses and total compile seconds."""
+        return {"signatures": len(self._cache), "max_signatures": self.max_signatures,
+                "hits": self.hits, "misses": self.misses,
+                "compile_seconds": round(self.compile_seconds, 3)}
+
+    def __repr__(self):
+        return (f"<OnnxJitRep {self.model.graph.name or 'model'!r} on {self.device}: "
+                f"{len(self._cache)} signature(s), {self.hits} hits, {self.misses} misses>")
+
+
+def _as_array(value, name):
+    if isinstance(value, (list, tuple)) or value is None:
+        raise InputError(f"input {name!r}: expected a tensor (numpy array), got "
+                         f"{type(value).__name__}")
+    array = np.asarray(value)
+    if array.dtype == object:
+        raise InputError(f"input {name!r}: cannot use a {type(value).__name__} as a tensor")
+    return np.ascontiguousarray(array) if array.ndim else array.copy()
+
+
+def _check_input(array, spec):
+    if spec.dtype is not None and array.dtype != spec.dtype:
+        raise InputError(f"input {spec.name!r}: expected dtype {spec.dtype}, got {array.dtype}")
+    if spec.dims is None:
+        return
+    if len(spec.dims) != array.ndim or any(
+            isinstance(d, int) and d != n for d, n in zip(spec.dims, array.shape)):
+        declared = [d if isinstance(d, int) else (d or "?") for d in spec.dims]
+        raise InputError(f"input {spec.name!r}: expected shape {declared}, got {list(array.shape)}")
+
+
+class OnnxJitBackend(Backend):
+    """onnxjit as an `onnx.backend.base.Backend`."""
+
+    @classmethod
+    def prepare(cls, model, device="CPU", **kwargs):
+        model = load_model(model)
+        _check_device(device)
+        if not model.HasField("graph"):
+            raise ModelError("the model has no graph")
+        missing = unsupported_ops(model)
+        if missing:
+            names = ", ".join(f"{d}::{op} (opset {v})" for d, op, v in missing)
+            raise UnsupportedOpError(f"onnxjit cannot lower: {names}", missing)
+        return OnnxJitRep(model, device, kwargs.get("max_signatures", DEFAULT_MAX_SIGNATURES))
+
+    @classmethod
+    def run_model(cls, model, inputs, device="CPU", **kwargs):
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def run_node(cls, node, inputs, device="CPU", outputs_info=None, **kwargs):
+        model = _single_node_model(node, inputs, kwargs.get("opset_version"))
+        return cls.prepare(model, device).run([np.asarray(a) for a in inputs if a is not None])
+
+    @classmethod
+    def supports_device(cls, device):
+        try:
+            return Device(device).type == DeviceType.CPU
+        except Exception:
+            return False
+
+    @classmethod
+    def is_compatible(cls, model, device="CPU", **kwargs):
+        try:
+            model = load_model(model)
+        except ModelError:
+            return False
+        return cls.supports_device(device) and not unsupported_ops(model)
+
+
+def _check_device(device):
+    try:
+        parsed = Device(device)
+    except Exception:
+        raise ValueError(f"cannot parse device {device!r} (expected 'CPU' or 'CUDA:<n>')") from None
+    if parsed.type != DeviceType.CPU:
+        raise ValueError(f"device {device!r} is not supported yet: onnxjit compiles for CPU")
+
+
+def _single_node_model(node, inputs, opset=None):
+    """A one-node model whose inputs have the given arrays' dtypes and shapes."""
+    arrays = [None if a is None else np.asarray(a) for a in inputs]
+    names = [n for n, a in zip(node.input, arrays) if n and a is not None]
+    feeds = [a for n, a in zip(node.input, arrays) if n and a is not None]
+    graph_inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+                    for n, a in zip(names, feeds)]
+    graph_outputs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
+    graph = helper.make_graph([node], "run_node", graph_inputs, graph_outputs)
+    version = opset or onnx.defs.onnx_opset_version()
+    imports = [helper.make_opsetid(node.domain or "", version)]
+    return helper.make_model(graph, opset_imports=imports)
+
+
+prepare = OnnxJitBackend.prepare
+run_model = OnnxJitBackend.run_model
+run_node = OnnxJitBackend.run_node
+supports_device = OnnxJitBackend.supports_device
+is_compatible = OnnxJitBackend.is_compatible
+
+
+def list_unsupported(model):
+    """Public helper: the (domain, op_type, opset) triples in `model` that have no lowering."""
+    return unsupported_ops(load_model(model))

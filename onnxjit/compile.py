@@ -1,0 +1,66 @@
+"""Compile: write generated source to the cache directory, import it, compile it eagerly."""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+
+import numba
+import numpy as np
+
+_IMPORT_LOCK = threading.Lock()
+
+
+def cache_dir():
+    """Where generated modules and Numba's machine code live (ONNXJIT_CACHE_DIR overrides)."""
+    path = os.environ.get("ONNXJIT_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "onnxjit")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def load_source(source):
+    """Import `source` from `<cache>/m_<sha256>.py`, writing the file only if it is new."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:40]
+    name = f"onnxjit_generated_{digest}"
+    with _IMPORT_LOCK:
+        if name in sys.modules:
+            return sys.modules[name]
+        path = os.path.join(cache_dir(), f"m_{digest}.py")
+        if not _same_text(path, source):
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                f.write(source)
+            os.replace(tmp, path)     # atomic, so concurrent processes never read half a file
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        return module
+
+
+def _same_text(path, source):
+    try:
+        with open(path) as f:
+            return f.read() == source
+    except OSError:
+        return False
+
+
+def numba_type(value):
+    """The Numba array type of a Value (C-contiguous)."""
+    return numba.types.Array(numba.from_dtype(np.dtype(value.dtype)), len(value.shape), "C")
+
+
+def compile_segments(module, segments):
+    """Compile every njit segment for its argument types now (or load it from Numba's cache)."""
+    for seg in segments:
+        dispatcher = getattr(module, seg.name)
+        dispatcher.compile(tuple(numba_type(v) for v in seg.params))

@@ -1,0 +1,115 @@
+"""Run the official ONNX backend test suite through onnxjit and report, per kind.
+
+    python -m onnxjit.conformance [-k PATTERN] [-j JOBS] [--json FILE] [--failures]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import multiprocessing
+import os
+import re
+import sys
+import time
+import traceback
+import unittest
+
+KINDS = {"Node": "node", "Real": "real", "Simple": "simple",
+         "PyTorchConverted": "pytorch-converted", "PyTorchOperator": "pytorch-operator"}
+
+_ITEMS = None
+
+
+def _items():
+    """{test name: (kind, TestItem)} of the CPU tests in onnx's BackendTest."""
+    global _ITEMS
+    if _ITEMS is None:
+        import onnx.backend.test
+        import onnxjit.backend
+        suite = onnx.backend.test.BackendTest(onnxjit.backend, "onnxjit_conformance")
+        _ITEMS = {name: (KINDS.get(kind, kind), item)
+                  for kind, items in suite._test_items.items() for name, item in items.items()
+                  if name.endswith("_cpu")}
+    return _ITEMS
+
+
+def _op_types(model):
+    from onnx import ModelProto, NodeProto
+    if isinstance(model, NodeProto):
+        return [model.op_type]
+    if isinstance(model, ModelProto):
+        return sorted({n.op_type for n in model.graph.node})
+    return []
+
+
+def run_test(name):
+    """(name, kind, status, message, op types) of one test; status is pass, fail or skip."""
+    import warnings
+    kind, item = _items()[name]
+    status, message = "pass", ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            item.func(None)
+        except unittest.SkipTest as exc:
+            status, message = "skip", str(exc)
+        except Exception as exc:  # the suite raises AssertionError and our errors alike
+            status = "fail"
+            message = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
+            if os.environ.get("ONNXJIT_CONFORMANCE_TRACEBACK"):
+                message += "\n" + traceback.format_exc()
+    return name, kind, status, message, _op_types(item.proto[0] if item.proto else None)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m onnxjit.conformance", description=__doc__)
+    parser.add_argument("-k", "--pattern", default="", help="regex on test names")
+    parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--json", help="write per-test results to this file")
+    parser.add_argument("--failures", action="store_true", help="list each failing test")
+    args = parser.parse_args(argv)
+    names = sorted(n for n in _items() if re.search(args.pattern, n))
+    start = time.perf_counter()
+    results = []
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(args.jobs, maxtasksperchild=50) as pool:
+        for i, result in enumerate(pool.imap_unordered(run_test, names, chunksize=4)):
+            results.append(result)
+            if sys.stderr.isatty():
+                print(f"\r{i + 1}/{len(names)}", end="", file=sys.stderr, flush=True)
+    report(results, time.perf_counter() - start, args.failures)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([dict(zip(("name", "kind", "status", "message", "ops"), r)) for r in results],
+                      f, indent=1)
+    return 0
+
+
+def report(results, seconds, list_failures=False):
+    """Print passed/failed per kind, the op types of failing node tests, and the wall time."""
+    by_kind = collections.defaultdict(collections.Counter)
+    for _, kind, status, _, _ in results:
+        by_kind[kind][status] += 1
+    print(f"\n{'kind':<20}{'passed':>8}{'failed':>8}{'skipped':>8}{'compiled':>10}")
+    total = collections.Counter()
+    for kind in sorted(by_kind):
+        c = by_kind[kind]
+        total.update(c)
+        print(f"{kind:<20}{c['pass']:>8}{c['fail']:>8}{c['skip']:>8}{c['pass']:>10}")
+    print(f"{'total':<20}{total['pass']:>8}{total['fail']:>8}{total['skip']:>8}{total['pass']:>10}")
+    print("(compiled: passing tests whose every node ran in Numba-compiled code; onnxjit has no"
+          " Python-level fallback, so all of them)")
+    failing_ops = collections.Counter(op for _, kind, status, _, ops in results
+                                      if status != "pass" and kind == "node" for op in ops)
+    print("failing op types (node tests):", ", ".join(f"{op}({n})" for op, n in
+                                                       sorted(failing_ops.items())))
+    if list_failures:
+        for name, _, status, message, _ in sorted(results):
+            if status != "pass":
+                print(f"{name}: {status}: {message}")
+    print(f"{len(results)} tests in {seconds:.0f} s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""Emit: render the planned kernels as a Python module of Numba functions."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .ir import NameTable
+from .source import LineBuffer, dtype_src, lit, scalar_lit, template
+
+# Above this many statements the entry is split into njit segments driven from Python:
+# Numba's compile time grows with the length of one function (DESIGN.md, "Emit").
+MAX_SEGMENT_STATEMENTS = 40
+
+
+@dataclass
+class Segment:
+    """An njit function of the entry: its name and the Values it takes and returns."""
+    name: str
+    params: list
+    returns: list
+
+
+@dataclass
+class Module:
+    """Generated source plus what the runtime needs to call it."""
+    source: str
+    entry: str
+    weights: list                      # constant arrays, passed after the inputs
+    segments: list = field(default_factory=list)
+    kernels: list = field(default_factory=list)
+
+
+def comment_text(text, limit=60):
+    """Model-supplied text made safe for a one-line comment."""
+    return ascii(str(text))[1:-1][:limit]
+
+
+def node_list(kernel):
+    return ", ".join(f"{comment_text(name) or '?'} ({comment_text(op)})" for name, op in kernel.nodes)
+
+
+class Emitter:
+    """Assigns identifiers to Values and writes the module."""
+
+    def __init__(self, program, kernels, model_label="model"):
+        self.program, self.kernels, self.model_label = program, kernels, model_label
+        self.names = NameTable()
+        self.vars = {}          # id(Value) -> identifier
+        self.weights = []       # const Values passed as arguments
+        for v in program.inputs:
+            self.vars[id(v)] = self.names.fresh("in_" + v.name)
+
+    def var(self, value):
+        """The identifier holding `value`, registering constants as weights."""
+        if value is None:
+            return "None"
+        key = id(value)
+        if key not in self.vars:
+            if value.is_const:
+                self.vars[key] = self.names.fresh(f"w{len(self.weights)}")
+                self.weights.append(value)
+            else:
+                self.vars[key] = self.names.fresh(f"t{len(self.vars)}")
+        return self.vars[key]
+
+    def emit(self):
+        buf = LineBuffer()
+        statements = [self.statement(k, buf) for k in self.kernels]
+        statements.append(self.return_statement())
+        entry, segments = self.entry(statements, buf)
+        header = template("module.py.tmpl").substitute(
+            model_label=comment_text(self.model_label), signature=self.signature_text(),
+            n_kernels=len(self.kernels), entry_kind="njit" if len(segments) == 1 else
+            f"Python driver over {len(segments)} njit segments", imports=self.imports(buf.getvalue()))
+        source = header + "\n" + buf.getvalue()
+        return Module(source, entry, [w.const for w in self.weights], segments, self.kernels)
+
+    def signature_text(self):
+        return ", ".join(f"{comment_text(v.name)}: {v.dtype}{list(v.shape)}" for v in self.program.inputs)
+
+    @staticmethod
+    def imports(body):
+        mods = sorted(set(re.findall(r"\b__k_([a-z][a-z0-9_]*)\.", body)))
+        return "\n".join(f"from onnxjit.kernels import {m} as __k_{m}" for m in mods)
+
+    # -- statements ---------------------------------------------------------------------------
+    def statement(self, kernel, buf):
+        """(defined vars, used vars, source line) for one kernel; fused bodies go to `buf`."""
+        if kernel.kind == "fused":
+            FusedWriter(self, kernel).write(buf)
+            args = [self.var(v) for v in kernel.inputs]
+            expr = f"{kernel.name}({', '.join(args)})"
+            outs = kernel.outputs
+        else:
+            step = kernel.steps[0]
+            args = [self.var(v) for v in step.inputs]
+            expr = step.expr.format(*args)
+            outs = step.outs
+            buf_comment = f"# {kernel.name}: {node_list(kernel)}"
+            expr = (buf_comment, expr)
+        targets = [self.var(o) for o in outs]
+        used = [self.var(v) for v in kernel.inputs if v is not None]
+        lhs = targets[0] if len(targets) == 1 else ", ".join(targets)
+        if isinstance(expr, tuple):
+            return targets, used, [expr[0], f"{lhs} = {expr[1]}"]
+        return targets, used, [f"{lhs} = {expr}"]
+
+    def return_statement(self):
+        outs, seen = [], set()
+        for v in self.program.outputs:
+            name = self.var(v)
+            # Never hand out an input, a weight or the same array twice: copy those.
+            needs_copy = v.is_const or name in seen or any(v is i for i in self.program.inputs)
+            outs.append(f"{name}.copy()" if needs_copy else name)
+            seen.add(name)
+        used = [self.var(v) for v in self.program.outputs]
+        return [], used, [f"return {lit_tuple(outs)}"]
+
+    # -- entry ----------------------------------------------------------------------------------
+    def entry(self, statements, buf):
+        params = [self.var(v) for v in self.program.inputs] + [self.var(w) for w in self.weights]
+        values = {self.var(v): v for v in list(self.program.inputs) + self.weights}
+        for k in self.kernels:
+            for o in k.outputs:
+                values[self.var(o)] = o
+        body = statements[:-1]
+        if sum(len(s[2]) for s in body) <= MAX_SEGMENT_STATEMENTS:
+            self.write_function(buf, "segment.py.tmpl", "run_graph", params, statements)
+            return "run_graph", [Segment("run_graph", [values[p] for p in params], [])]
+        chunks = [body[i:i + MAX_SEGMENT_STATEMENTS // 2]
+                  for i in range(0, len(body), MAX_SEGMENT_STATEMENTS // 2)]
+        return self.write_segments(buf, chunks, statements[-1], params, values)
+
+    def write_segments(self, buf, chunks, final, params, values):
+        segments, driver = [], []
+        later_uses = [set(final[1])]
+        for chunk in reversed(chunks[1:]):
+            later_uses.insert(0, later_uses[0] | {u for s in chunk for u in s[1]})
+        defined = set(params)
+        for i, chunk in enumerate(chunks):
+            made = [t for s in chunk for t in s[0]]
+            args = [p for p in dict.fromkeys(u for s in chunk for u in s[1]) if p in defined]
+            rets = [t for t in made if t in later_uses[i]]
+            name = f"segment_{i}"
+            self.write_function(buf, "segment.py.tmpl", name, args,
+                                chunk + [([], rets, [f"return {lit_tuple([f'__np.ascontiguousarray({r})' for r in rets])}"])])
+            driver.append(f"{lit_tuple(rets) if rets else '_'} = {name}({', '.join(args)})")
+            defined.update(made)
+            segments.append(Segment(name, [values[a] for a in args], [values[r] for r in rets]))
+        buf.splice(template("driver.py.tmpl").substitute(name="run_graph", params=", ".join(params)))
+        with buf.indent():
+            for line in driver + final[2]:
+                buf.line(line)
+        buf.line()
+        return "run_graph", segments
+
+    @staticmethod
+    def write_function(buf, tmpl, name, params, statements):
+        buf.splice(template(tmpl).substitute(name=name, params=", ".join(params)))
+        with buf.indent():
+            for _, _, lines in statements:
+                for line in lines:
+                    buf.line(line)
+        buf.line()
+        buf.line()
+
+
+def lit_tuple(items):
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+class FusedWriter:
+    """Writes one fused elementwise loop nest with collapsed, broadcast-aware indexing."""
+
+    def __init__(self, emitter, kernel):
+        self.e, self.k = emitter, kernel
+        self.params = [f"a{i}" for i in range(len(kernel.inputs))]
+        self.loop, self.views = collapse(kernel.shape, [v.shape for v in kernel.inputs])
+
+    def write(self, buf):
+        k = self.k
+        buf.splice(template("fused_kernel.py.tmpl").substitute(
+            name=k.name, params=", ".join(self.params), nodes=node_list(k)))
+        with buf.indent():
+            for p, view in zip(self.params, self.views):
+                buf.line(f"{p}_ = __np.ascontiguousarray({p}).reshape({lit(view)})")
+            outs = {id(o): f"o{i}" for i, o in enumerate(k.outputs)}
+            for o in k.outputs:
+                buf.line(f"{outs[id(o)]} = __np.empty({lit(self.loop)}, {dtype_src(o.dtype)})")
+            idx = [f"i{d}" for d in range(len(self.loop))]
+            for d, n in enumerate(self.loop):
+                buf.line(f"for {idx[d]} in range({n}):")
+                buf.level += 1
+            self.write_body(buf, idx, outs)
+            buf.level -= len(self.loop)
+            rets = [f"{outs[id(o)]}.reshape({lit(k.shape)})" for o in k.outputs]
+            buf.line(f"return {rets[0]}" if len(rets) == 1 else f"return {lit_tuple(rets)}")
+        buf.line()
+        buf.line()
+
+    def write_body(self, buf, idx, outs):
+        scalars = {}
+        for p, v, view in zip(self.params, self.k.inputs, self.views):
+            scalars[id(v)] = f"{p}_[{', '.join(i if n != 1 else '0' for i, n in zip(idx, view))}]"
+        for n, step in enumerate(self.k.steps):
+            out = step.outs[0]
+            args = [scalars.get(id(v)) or scalar_lit(v.const.reshape(-1)[0], v.dtype)
+                    for v in step.inputs]
+            name = f"v{n}"
+            buf.line(f"{name} = {dtype_src(out.dtype)}({step.expr.format(*args)})")
+            scalars[id(out)] = name
+            if id(out) in outs:
+                buf.line(f"{outs[id(out)]}[{', '.join(idx)}] = {name}")
+
+
+def collapse(shape, input_shapes):
+    """Loop bounds and per-input view shapes after merging dims that index alike.
+
+    A dim of an input is "full" (it spans the loop dim) or "broadcast" (size 1); adjacent loop
+    dims in which every input is alike merge, so a same-shape chain becomes one flat loop.
+    """
+    rank = len(shape)
+    padded = [(1,) * (rank - len(s)) + tuple(s) for s in input_shapes]
+    dims = [d for d in range(rank) if shape[d] != 1]
+    loop, kinds = [], []
+    for d in dims:
+        kind = tuple(p[d] == shape[d] for p in padded)
+        if loop and kinds[-1] == kind:
+            loop[-1] *= shape[d]
+        else:
+            loop.append(shape[d])
+            kinds.append(kind)
+    if not loop:
+        loop, kinds = [1], [tuple(True for _ in padded)]
+    views = [tuple(n if kind[i] else 1 for n, kind in zip(loop, kinds)) for i in range(len(padded))]
+    return tuple(loop), views

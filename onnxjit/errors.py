@@ -1,0 +1,29 @@
+"""Exceptions raised by onnxjit; each message names what was wrong."""
+
+
+class OnnxJitError(Exception):
+    """Base class of every error onnxjit raises on purpose."""
+
+
+class ModelError(OnnxJitError, ValueError):
+    """The model cannot be read or is structurally invalid."""
+
+
+class UnsupportedOpError(OnnxJitError, NotImplementedError):
+    """The model uses operators (or attribute values) onnxjit cannot lower."""
+
+    def __init__(self, message, unsupported=()):
+        super().__init__(message)
+        self.unsupported = list(unsupported)
+
+
+class InputError(OnnxJitError, ValueError):
+    """The inputs given to `run` do not match the model's inputs."""
+
+
+class LoweringError(OnnxJitError, ValueError):
+    """A node cannot be specialized for the given input shapes and types."""
+
+
+class KernelError(OnnxJitError, IndexError):
+    """A compiled kernel refused its data (an index out of range, for instance)."""

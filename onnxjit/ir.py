@@ -1,0 +1,176 @@
+"""The intermediate representation: values with concrete shapes and dtypes, and model loading."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from .errors import ModelError
+
+# ONNX element types Numba can hold as arrays.
+NUMBA_DTYPES = {
+    np.dtype(t) for t in (
+        np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+        np.uint8, np.uint16, np.uint32, np.uint64, np.bool_)
+}
+
+
+@dataclass(eq=False)
+class Value:
+    """A tensor in the specialized graph: concrete shape and dtype, and its value when folded."""
+    shape: tuple
+    dtype: np.dtype
+    const: np.ndarray | None = None
+    name: str = ""            # the ONNX name, for messages and comments only
+    var: str | None = None     # identifier in generated source, set by the emitter
+    producers: list = field(default_factory=list)
+
+    @property
+    def rank(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def is_const(self):
+        return self.const is not None
+
+    def __repr__(self):
+        kind = "const " if self.is_const else ""
+        return f"Value({kind}{self.name or '?'}: {self.dtype}{list(self.shape)})"
+
+
+def const_value(array, name=""):
+    """A folded Value holding `array`."""
+    array = np.asarray(array)
+    return Value(tuple(int(d) for d in array.shape), array.dtype, array, name)
+
+
+_IDENT = re.compile(r"[^A-Za-z0-9_]")
+
+
+def sanitize(name, prefix="v"):
+    """A Python identifier made from a model-supplied name (never trusted as source)."""
+    ident = _IDENT.sub("_", str(name))[:40]
+    if not ident or not (ident[0].isalpha() or ident[0] == "_"):
+        ident = f"{prefix}_{ident}"
+    return ident
+
+
+class NameTable:
+    """Hands out unique sanitized identifiers."""
+
+    def __init__(self, reserved=()):
+        self.used = set(reserved)
+
+    def fresh(self, name, prefix="v"):
+        base = sanitize(name, prefix)
+        ident, n = base, 1
+        while ident in self.used or ident.startswith("__") or _is_keyword(ident):
+            ident = f"{base}_{n}"
+            n += 1
+        self.used.add(ident)
+        return ident
+
+
+def _is_keyword(ident):
+    import keyword
+    return keyword.iskeyword(ident) or keyword.issoftkeyword(ident) or ident in dir(__builtins__)
+
+
+def load_model(model) -> onnx.ModelProto:
+    """A ModelProto from a ModelProto, serialized bytes, or a path; clear error otherwise."""
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        try:
+            proto = onnx.ModelProto.FromString(bytes(model))
+        except Exception as exc:  # protobuf raises DecodeError or RuntimeWarning-ish errors
+            raise ModelError(f"could not parse the bytes as an ONNX model: {exc}") from None
+        if not proto.HasField("graph"):
+            raise ModelError("could not parse the bytes as an ONNX model: no graph in it")
+        return proto
+    if isinstance(model, (str, os.PathLike)):
+        if not os.path.exists(model):
+            raise ModelError(f"no ONNX model file at {os.fspath(model)!r}")
+        with open(model, "rb") as f:
+            return load_model(f.read())
+    raise ModelError(f"expected an onnx.ModelProto, bytes or a path, got {type(model).__name__}")
+
+
+def opset_of(model: onnx.ModelProto, domain=""):
+    """The model's opset version for `domain` ('' and 'ai.onnx' are the same domain)."""
+    for entry in model.opset_import:
+        if (entry.domain or "") in (domain, "ai.onnx" if domain == "" else domain):
+            return entry.version
+    return None
+
+
+def tensor_dtype(elem_type):
+    """numpy dtype of an ONNX element type, or None when numpy has no such type."""
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except Exception:
+        return None
+
+
+@dataclass
+class InputSpec:
+    """A graph input as declared: name, dtype (or None), dims (int, str or None each)."""
+    name: str
+    elem_type: int
+    dims: tuple | None
+
+    @property
+    def dtype(self):
+        return tensor_dtype(self.elem_type)
+
+    def is_static(self):
+        return self.dims is not None and all(isinstance(d, int) for d in self.dims)
+
+
+def input_specs(graph, initializer_names):
+    """The graph's real inputs (those without an initializer)."""
+    specs = []
+    for vi in graph.input:
+        if vi.name in initializer_names:
+            continue
+        tt = vi.type.tensor_type
+        dims = None
+        if vi.type.HasField("tensor_type") and tt.HasField("shape"):
+            dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                         for d in tt.shape.dim)
+        specs.append(InputSpec(vi.name, tt.elem_type if vi.type.HasField("tensor_type") else 0, dims))
+    return specs
+
+
+def initializers(graph):
+    """{name: numpy array} of the graph's initializers."""
+    out = {}
+    for t in graph.initializer:
+        try:
+            out[t.name] = numpy_helper.to_array(t)
+        except Exception as exc:
+            raise ModelError(f"initializer {t.name!r} cannot be read: {exc}") from None
+    return out
+
+
+def attributes(node):
+    """{name: python value} of a node's attributes, strings decoded."""
+    out = {}
+    for attr in node.attribute:
+        value = helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        elif isinstance(value, list) and value and isinstance(value[0], bytes):
+            value = [v.decode("utf-8", "replace") for v in value]
+        elif isinstance(value, onnx.TensorProto):
+            value = numpy_helper.to_array(value)
+        out[attr.name] = value
+    return out

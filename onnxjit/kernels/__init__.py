@@ -1,0 +1,1 @@
+"""Hand-written Numba kernels (Conv, pooling, MatMul/Gemm) and their shape helpers."""

@@ -1,0 +1,61 @@
+"""The pipeline, stage by stage: specialize -> plan -> emit -> compile."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from . import registry
+from .compile import compile_segments, load_source
+from .emit import Emitter
+from .ir import Value
+from .plan import plan
+from .specialize import specialize
+
+
+@dataclass
+class CompiledGraph:
+    """One signature's compiled entry plus what it was made from."""
+    signature: tuple
+    fn: object
+    weights: tuple
+    source: str
+    kernels: list
+    program: object
+    compile_seconds: float
+    path: str
+
+
+def compile_model(model, signature, label="model"):
+    """Compile `model` for `signature` = ((name, shape, dtype), ...) of its inputs."""
+    import onnxjit.ops  # noqa: F401  (registers the lowerings)
+    start = time.perf_counter()
+    inputs = [Value(tuple(shape), dtype, name=name) for name, shape, dtype in signature]
+    program = specialize(model, inputs)
+    kernels = plan(program)
+    generated = Emitter(program, kernels, label).emit()
+    module = load_source(generated.source)
+    compile_segments(module, generated.segments)
+    return CompiledGraph(signature, getattr(module, generated.entry), tuple(generated.weights),
+                         generated.source, kernels, program, time.perf_counter() - start,
+                         module.__file__)
+
+
+def unsupported_ops(model):
+    """Sorted (domain, op_type, opset) triples of nodes with no lowering, subgraphs included."""
+    import onnxjit.ops  # noqa: F401
+    opsets = {(e.domain or ""): e.version for e in model.opset_import}
+    missing = set()
+    for node in _all_nodes(model.graph):
+        domain = node.domain or ""
+        opset = opsets.get(domain, opsets.get("ai.onnx"))
+        if registry.lookup(node.op_type, opset, domain) is None:
+            missing.add((domain or "ai.onnx", node.op_type, opset))
+    return sorted(missing, key=lambda t: (t[0], t[1], t[2] or 0))
+
+
+def _all_nodes(graph):
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                yield from _all_nodes(sub)

@@ -1,0 +1,36 @@
+"""The op registry: (domain, op_type) -> lowerings by the first opset each applies to."""
+from __future__ import annotations
+
+import bisect
+
+_RULES: dict[tuple[str, str], list[tuple[int, object]]] = {}
+
+ONNX_DOMAINS = ("", "ai.onnx")
+
+
+def _domain(domain):
+    return "" if domain in ONNX_DOMAINS else domain
+
+
+def register(op_type, since=1, domain=""):
+    """Decorator: `fn(ctx, *inputs, **attributes)` lowers `op_type` from opset `since` on."""
+    def wrap(fn):
+        versions = _RULES.setdefault((_domain(domain), op_type), [])
+        bisect.insort(versions, (since, fn), key=lambda v: v[0])
+        return fn
+    return wrap
+
+
+def lookup(op_type, opset, domain=""):
+    """The lowering for the largest `since` <= opset, or None."""
+    versions = _RULES.get((_domain(domain), op_type), [])
+    chosen = None
+    for since, fn in versions:
+        if opset is None or since <= opset:
+            chosen = fn
+    return chosen
+
+
+def registered_ops():
+    """Sorted (domain, op_type) pairs that have at least one lowering."""
+    return sorted(_RULES)

@@ -1,0 +1,82 @@
+"""Helpers for writing generated source: a line buffer and safe literals."""
+from __future__ import annotations
+
+import contextlib
+import math
+from importlib import resources
+from string import Template
+
+import numpy as np
+
+DTYPE_SRC = {np.dtype(t): f"__np.{np.dtype(t).name}" for t in (
+    np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+    np.uint8, np.uint16, np.uint32, np.uint64)}
+DTYPE_SRC[np.dtype(bool)] = "__np.bool_"
+
+
+def dtype_src(dtype):
+    """Source naming a numpy dtype Numba supports."""
+    try:
+        return DTYPE_SRC[np.dtype(dtype)]
+    except KeyError:
+        raise TypeError(f"dtype {np.dtype(dtype)} has no compiled representation") from None
+
+
+def lit(value):
+    """Source for a plain number, bool, None or (nested) tuple of them; refuses anything else."""
+    if value is None or isinstance(value, (bool, np.bool_)):
+        return repr(None if value is None else bool(value))
+    if isinstance(value, (int, np.integer)):
+        return repr(int(value))
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        if math.isnan(value):
+            return "__np.nan"
+        if math.isinf(value):
+            return "__np.inf" if value > 0 else "(-__np.inf)"
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        items = [lit(v) for v in value]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    raise TypeError(f"refusing to write a {type(value).__name__} into generated source")
+
+
+def scalar_lit(value, dtype):
+    """Source for a scalar of the given dtype, e.g. `__np.float32(0.5)`."""
+    dtype = np.dtype(dtype)
+    value = np.asarray(value).astype(dtype).item()
+    if dtype == np.bool_:
+        return lit(bool(value))
+    return f"{dtype_src(dtype)}({lit(value)})"
+
+
+def template(name):
+    """A `string.Template` read from the shipped codegen_templates package."""
+    text = resources.files("onnxjit.codegen_templates").joinpath(name).read_text()
+    return Template(text)
+
+
+class LineBuffer:
+    """Lines of source with an indentation level (after Inductor's IndentedBuffer)."""
+
+    def __init__(self):
+        self.lines = []
+        self.level = 0
+
+    def line(self, text=""):
+        self.lines.append(("    " * self.level + text) if text else "")
+
+    def splice(self, text):
+        for row in text.rstrip("\n").split("\n"):
+            self.line(row)
+
+    @contextlib.contextmanager
+    def indent(self, n=1):
+        self.level += n
+        try:
+            yield
+        finally:
+            self.level -= n
+
+    def getvalue(self):
+        return "\n".join(self.lines) + "\n"

@@ -1,0 +1,176 @@
+"""Specialize a graph on one input signature: every shape and dtype concrete, constants folded."""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from . import registry
+from .errors import LoweringError, ModelError, UnsupportedOpError
+from .ir import NUMBA_DTYPES, Value, attributes, const_value, initializers
+from .source import dtype_src, lit, scalar_lit
+
+# Ops whose output is not a function of their inputs: never folded at compile time.
+NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike",
+                    "RandomUniformLike", "Bernoulli", "Multinomial"}
+
+
+@dataclass(eq=False)
+class Step:
+    """One unit of generated code: an elementwise expression or a call producing arrays.
+
+    kind "ew": `expr` is a scalar expression over `{0}`, `{1}`... (the inputs' elements).
+    kind "call": `expr` is an array expression over `{0}`, `{1}`... (the inputs' arrays)
+    yielding `outs` (a tuple when there are several).
+    """
+    kind: str
+    expr: str
+    inputs: list
+    outs: list
+    nodes: list = field(default_factory=list)   # [(node name, op_type)]
+
+
+@dataclass
+class Program:
+    """A graph specialized on a signature: inputs, steps in order, outputs."""
+    inputs: list
+    steps: list
+    outputs: list
+    output_names: list
+
+
+def broadcast_shapes(*shapes):
+    """numpy's broadcast of the shapes, with an error naming them when they clash."""
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise LoweringError(f"shapes {list(shapes)} do not broadcast") from None
+
+
+class LoweringContext:
+    """What a lowering sees: the node, the opset, and ways to produce Values."""
+
+    lit = staticmethod(lit)
+    scalar = staticmethod(scalar_lit)
+    dtype_src = staticmethod(dtype_src)
+
+    def __init__(self, program, node, opset, model_opsets):
+        self.program = program
+        self.node = node
+        self.opset = opset
+        self.model_opsets = model_opsets
+
+    @property
+    def label(self):
+        return (self.node.name, self.node.op_type)
+
+    def fail(self, message):
+        """Raise a LoweringError naming this node."""
+        raise LoweringError(f"{self.node.op_type} node {self.node.name!r}: {message}")
+
+    def constant(self, array):
+        """A folded Value."""
+        return const_value(np.asarray(array))
+
+    def elementwise(self, expr, *inputs, dtype):
+        """An elementwise Value: `expr` over the inputs' elements, broadcast like numpy."""
+        shape = broadcast_shapes(*(v.shape for v in inputs))
+        out = Value(shape, np.dtype(dtype), name=self._out_name(0))
+        self._check_dtype(out.dtype, *inputs)
+        self.program.steps.append(Step("ew", expr, list(inputs), [out], [self.label]))
+        return out
+
+    def call(self, expr, *inputs, shape, dtype):
+        """A Value computed by the array expression `expr` over the inputs' arrays."""
+        return self.call_multi(expr, *inputs, outs=[(shape, dtype)])[0]
+
+    def call_multi(self, expr, *inputs, outs):
+        """Several Values from one array expression returning a tuple."""
+        values = [Value(tuple(int(d) for d in s), np.dtype(t), name=self._out_name(i))
+                  for i, (s, t) in enumerate(outs)]
+        self._check_dtype(None, *inputs, *values)
+        self.program.steps.append(Step("call", expr, list(inputs), values, [self.label]))
+        return values
+
+    def _out_name(self, i):
+        return self.node.output[i] if i < len(self.node.output) else ""
+
+    def _check_dtype(self, dtype, *values):
+        for v in values:
+            if v is not None and v.dtype not in NUMBA_DTYPES:
+                self.fail(f"dtype {v.dtype} of {v.name or 'a value'} cannot be compiled")
+
+
+def lower_node(program, node, inputs, opset, model_opsets):
+    """The node's output Values: folded when its inputs are constant, else lowered."""
+    attrs = attributes(node)
+    if all(v is None or v.is_const for v in inputs) and node.op_type not in NONDETERMINISTIC:
+        folded = fold_node(node, inputs, model_opsets)
+        if folded is not None:
+            return folded
+    rule = registry.lookup(node.op_type, opset, node.domain)
+    if rule is None:
+        raise UnsupportedOpError(f"no lowering for {node.domain or 'ai.onnx'}::{node.op_type} "
+                                 f"at opset {opset}", [(node.domain or "ai.onnx", node.op_type, opset)])
+    ctx = LoweringContext(program, node, opset, model_opsets)
+    _check_attributes(ctx, rule, attrs)
+    # Optional inputs left out at the end of the list are passed as None too.
+    result = rule(ctx, *inputs, **attrs)
+    return list(result) if isinstance(result, (list, tuple)) else [result]
+
+
+def _check_attributes(ctx, rule, attrs):
+    params = inspect.signature(rule).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = sorted(set(attrs) - set(params))
+    if unknown:
+        raise UnsupportedOpError(f"{ctx.node.op_type} node {ctx.node.name!r}: unsupported "
+                                 f"attribute(s) {unknown}", [])
+
+
+def fold_node(node, inputs, model_opsets):
+    """Evaluate a node on constant inputs with onnx's reference evaluator; None if it cannot."""
+    from onnx.reference import ReferenceEvaluator
+    try:
+        evaluator = ReferenceEvaluator(node, opsets=model_opsets)
+        feeds = {name: v.const for name, v in zip(node.input, inputs) if name}
+        results = evaluator.run(None, feeds)
+    except Exception:
+        return None
+    if not all(isinstance(r, np.ndarray) or np.isscalar(r) for r in results):
+        return None
+    return [const_value(r, name) for r, name in zip(results, node.output)]
+
+
+def specialize(model: onnx.ModelProto, input_values) -> Program:
+    """Walk the graph in order with the given input Values, building a Program."""
+    graph = model.graph
+    model_opsets = {(e.domain or ""): e.version for e in model.opset_import}
+    program = Program(list(input_values), [], [], [])
+    env = {name: const_value(a, name) for name, a in initializers(graph).items()}
+    env.update({v.name: v for v in input_values})
+    for node in graph.node:
+        opset = model_opsets.get(node.domain or "", model_opsets.get("ai.onnx"))
+        inputs = [_resolve(env, name, node) for name in node.input]
+        outs = lower_node(program, node, inputs, opset, model_opsets)
+        for name, value in zip(node.output, outs):
+            if name:
+                env[name] = value
+    for out in graph.output:
+        if out.name not in env:
+            raise ModelError(f"graph output {out.name!r} is produced by no node")
+        program.outputs.append(env[out.name])
+        program.output_names.append(out.name)
+    return program
+
+
+def _resolve(env, name, node):
+    if not name:
+        return None
+    if name not in env:
+        raise ModelError(f"node {node.name!r} ({node.op_type}) reads {name!r}, "
+                         "which no earlier node, input or initializer defines")
+    return env[name]
