@@ -93,14 +93,14 @@ class OnnxJitRep(BackendRep):
         return [c.signature for c in self._cache.values()]
 
     def compiled(self, signature=None):
-        """The CompiledGraph for a signature (default: the most recent)."""
+        """The CompiledGraph for a signature [(shape, dtype) per input] (default: the most recent)."""
         if not self._cache:
             raise LookupError("nothing compiled yet: run the model once, or give static input shapes")
         if signature is None:
             return next(reversed(self._cache.values()))
+        wanted = [(tuple(s), np.dtype(d)) for s, d in signature]
         for c in self._cache.values():
-            if c.signature == signature or [(tuple(s), np.dtype(d)) for _, s, d in c.signature] == \
-                    [(tuple(s), np.dtype(d)) for s, d in signature]:
+            if [(tuple(s), np.dtype(d)) for _, s, d in c.signature] == wanted:
                 return c
         raise LookupError(f"no compiled entry for signature {signature}")
 

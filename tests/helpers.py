@@ -1,0 +1,31 @@
+"""Small model builders shared by the tests."""
+import numpy as np
+from onnx import TensorProto, helper
+
+NP_TO_ONNX = {np.dtype(k): v for k, v in {
+    np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE, np.int8: TensorProto.INT8,
+    np.int16: TensorProto.INT16, np.int32: TensorProto.INT32, np.int64: TensorProto.INT64,
+    np.uint8: TensorProto.UINT8, np.uint16: TensorProto.UINT16, np.uint32: TensorProto.UINT32,
+    np.uint64: TensorProto.UINT64, np.bool_: TensorProto.BOOL}.items()}
+
+
+def node_model(op_type, inputs, n_outputs=1, opset=21, **attrs):
+    """A one-node model whose inputs have the given arrays' dtypes and shapes."""
+    names = [f"x{i}" for i in range(len(inputs))]
+    outs = [f"y{i}" for i in range(n_outputs)]
+    node = helper.make_node(op_type, names, outs, **attrs)
+    graph = helper.make_graph(
+        [node], op_type.lower(),
+        [helper.make_tensor_value_info(n, NP_TO_ONNX[a.dtype], a.shape) for n, a in zip(names, inputs)],
+        [helper.make_empty_tensor_value_info(o) for o in outs])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def chain_model(dims=(2, 3), input_name="x", output_name="y", node_name="n"):
+    """x -> Add(x, x) -> Relu -> y, float32 of the given dims (ints or dim_param strings)."""
+    x = helper.make_tensor_value_info(input_name, TensorProto.FLOAT, list(dims))
+    y = helper.make_tensor_value_info(output_name, TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Add", [input_name, input_name], ["s"], name=node_name),
+             helper.make_node("Relu", ["s"], [output_name], name=node_name + "_relu")]
+    return helper.make_model(helper.make_graph(nodes, "chain", [x], [y]),
+                             opset_imports=[helper.make_opsetid("", 21)])
