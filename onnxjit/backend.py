@@ -19,8 +19,9 @@ DEFAULT_MAX_SIGNATURES = 32
 class OnnxJitRep(BackendRep):
     """A prepared model: compiled entries keyed by input signature (shapes and dtypes)."""
 
-    def __init__(self, model, device="CPU", max_signatures=DEFAULT_MAX_SIGNATURES):
+    def __init__(self, model, device="CPU", max_signatures=DEFAULT_MAX_SIGNATURES, profile=False):
         self.model = model
+        self.profiling = profile
         self.device = device
         self.max_signatures = max_signatures
         inits = {t.name for t in model.graph.initializer}
@@ -79,7 +80,7 @@ class OnnxJitRep(BackendRep):
 
     def _compile(self, signature):
         label = self.model.graph.name or "model"
-        compiled = compile_model(self.model, signature, label)
+        compiled = compile_model(self.model, signature, label, self.profiling)
         key = tuple((tuple(shape), np.dtype(dtype)) for _, shape, dtype in signature)
         self._cache[key] = compiled
         self.compile_seconds += compiled.compile_seconds
@@ -153,7 +154,8 @@ class OnnxJitBackend(Backend):
         if missing:
             names = ", ".join(f"{d}::{op} (opset {v})" for d, op, v in missing)
             raise UnsupportedOpError(f"onnxjit cannot lower: {names}", missing)
-        return OnnxJitRep(model, device, kwargs.get("max_signatures", DEFAULT_MAX_SIGNATURES))
+        return OnnxJitRep(model, device, kwargs.get("max_signatures", DEFAULT_MAX_SIGNATURES),
+                          profile=bool(kwargs.get("profile", False)))
 
     @classmethod
     def run_model(cls, model, inputs, device="CPU", **kwargs):

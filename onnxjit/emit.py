@@ -44,8 +44,9 @@ def node_list(kernel):
 class Emitter:
     """Assigns identifiers to Values and writes the module."""
 
-    def __init__(self, program, kernels, model_label="model"):
+    def __init__(self, program, kernels, model_label="model", profile=False):
         self.program, self.kernels, self.model_label = program, kernels, model_label
+        self.profile = profile
         self.names = NameTable()
         self.vars = {}          # id(Value) -> identifier
         self.weights = []       # const Values passed as arguments
@@ -72,7 +73,7 @@ class Emitter:
         entry, segments = self.entry(statements, buf)
         header = template("module.py.tmpl").substitute(
             model_label=comment_text(self.model_label), signature=self.signature_text(),
-            n_kernels=len(self.kernels), entry_kind="njit" if len(segments) == 1 else
+            n_kernels=len(self.kernels), entry_kind="njit" if segments[0].name == entry else
             f"Python driver over {len(segments)} njit segments", imports=self.imports(buf.getvalue()))
         source = header + "\n" + buf.getvalue()
         return Module(source, entry, [w.const for w in self.weights], segments, self.kernels)
@@ -126,6 +127,8 @@ class Emitter:
             for o in k.outputs:
                 values[self.var(o)] = o
         body = statements[:-1]
+        if self.profile:
+            return self.write_segments(buf, [[s] for s in body], statements[-1], params, values)
         if sum(len(s[2]) for s in body) <= MAX_SEGMENT_STATEMENTS:
             self.write_function(buf, "segment.py.tmpl", "run_graph", params, statements)
             return "run_graph", [Segment("run_graph", [values[p] for p in params], [])]
@@ -147,8 +150,13 @@ class Emitter:
             self.write_function(buf, "segment.py.tmpl", name, args,
                                 chunk + [([], rets, [f"return {lit_tuple([f'__np.ascontiguousarray({r})' for r in rets])}"])])
             driver.append(f"{lit_tuple(rets) if rets else '_'} = {name}({', '.join(args)})")
+            if self.profile:
+                driver.append(f"__t = __record({self.kernels[i].name!r}, __t)")
             defined.update(made)
             segments.append(Segment(name, [values[a] for a in args], [values[r] for r in rets]))
+        if self.profile:
+            buf.splice(template("profile.py.tmpl").substitute())
+            driver.insert(0, "__t = __perf_counter()")
         buf.splice(template("driver.py.tmpl").substitute(name="run_graph", params=", ".join(params)))
         with buf.indent():
             for line in driver + final[2]:

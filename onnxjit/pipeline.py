@@ -23,21 +23,27 @@ class CompiledGraph:
     program: object
     compile_seconds: float
     path: str
+    module: object = None
+
+    @property
+    def profile(self):
+        """{kernel name: [total seconds, calls]} when compiled with profile=True, else None."""
+        return getattr(self.module, "PROFILE", None)
 
 
-def compile_model(model, signature, label="model"):
+def compile_model(model, signature, label="model", profile=False):
     """Compile `model` for `signature` = ((name, shape, dtype), ...) of its inputs."""
     import onnxjit.ops  # noqa: F401  (registers the lowerings)
     start = time.perf_counter()
     inputs = [Value(tuple(shape), dtype, name=name) for name, shape, dtype in signature]
     program = specialize(model, inputs)
     kernels = plan(program)
-    generated = Emitter(program, kernels, label).emit()
+    generated = Emitter(program, kernels, label, profile=profile).emit()
     module = load_source(generated.source)
     compile_segments(module, generated.segments)
     return CompiledGraph(signature, getattr(module, generated.entry), tuple(generated.weights),
                          generated.source, kernels, program, time.perf_counter() - start,
-                         module.__file__)
+                         module.__file__, module)
 
 
 def unsupported_ops(model):

@@ -152,3 +152,14 @@ def test_outputs_never_alias_inputs_or_weights():
     a, b = rep.run([xin])
     a[0] = b[0] = 100
     assert xin[0] == 5 and rep.run([xin])[1][0] == 1.0
+
+
+def test_profile_times_each_kernel_without_changing_results():
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    plain, profiled = backend.prepare(chain_model()), backend.prepare(chain_model(), profile=True)
+    for _ in range(3):
+        np.testing.assert_array_equal(plain.run([x])[0], profiled.run([x])[0])
+    assert plain.compiled().profile is None
+    profile = profiled.compiled().profile
+    assert [k.name for k in profiled.compiled().kernels] == list(profile)
+    assert all(calls == 3 and seconds > 0 for seconds, calls in profile.values())
