@@ -1,0 +1,138 @@
+"""Neural-network ops lowered to library kernels: Conv, ConvTranspose, pools, LRN, MatMul, Gemm."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels import shapes
+from ..registry import register
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+MATMUL_DTYPES = FLOATS + tuple(np.dtype(t) for t in (np.int32, np.int64, np.uint32, np.uint64))
+
+
+def _float_only(ctx, *values):
+    for v in values:
+        if v is not None and v.dtype not in FLOATS:
+            ctx.fail(f"dtype {v.dtype} is not supported (float32/float64 only)")
+
+
+def _kernel_shape(ctx, x, w, kernel_shape):
+    if kernel_shape is not None:
+        return tuple(kernel_shape)
+    if w is None:
+        ctx.fail("kernel_shape is required")
+    return tuple(w.shape[2:])
+
+
+def _bias(ctx, b, channels, dtype):
+    return b if b is not None else ctx.constant(np.zeros(channels, dtype))
+
+
+@register("Conv", 1)
+def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+         pads=None, strides=None):
+    _float_only(ctx, x, w, b)
+    kernel = _kernel_shape(ctx, x, w, kernel_shape)
+    s, p, d, out = shapes.conv_geometry(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
+    shape = (x.shape[0], w.shape[0]) + tuple(out)
+    expr = (f"__k_conv.conv({{0}}, {{1}}, {{2}}, {ctx.lit(s)}, {ctx.lit(p)}, {ctx.lit(d)}, "
+            f"{ctx.lit(int(group))})")
+    return ctx.call(expr, x, w, _bias(ctx, b, w.shape[0], x.dtype), shape=shape, dtype=x.dtype)
+
+
+@register("ConvTranspose", 1)
+def ConvTranspose(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1,
+                  kernel_shape=None, output_padding=None, output_shape=None, pads=None,
+                  strides=None):
+    _float_only(ctx, x, w, b)
+    kernel = _kernel_shape(ctx, x, w, kernel_shape)
+    s, p, d, out = shapes.conv_transpose_geometry(auto_pad, x.shape[2:], kernel, strides,
+                                                  dilations, pads, output_padding, output_shape)
+    channels = w.shape[1] * group
+    expr = (f"__k_conv.conv_transpose({{0}}, {{1}}, {{2}}, {ctx.lit(s)}, {ctx.lit(p)}, "
+            f"{ctx.lit(d)}, {ctx.lit(int(group))}, {ctx.lit(tuple(out))})")
+    return ctx.call(expr, x, w, _bias(ctx, b, channels, x.dtype),
+                    shape=(x.shape[0], channels) + tuple(out), dtype=x.dtype)
+
+
+@register("MaxPool", 1)
+def MaxPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None,
+            pads=None, storage_order=0, strides=None):
+    _float_only(ctx, x)
+    s, p, d, out = shapes.pool_geometry(auto_pad, x.shape[2:], tuple(kernel_shape), strides,
+                                        dilations, pads, ceil_mode)
+    shape = x.shape[:2] + tuple(out)
+    geometry = f"{ctx.lit(tuple(kernel_shape))}, {ctx.lit(s)}, {ctx.lit(p)}, {ctx.lit(d)}, {ctx.lit(out)}"
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        return ctx.call_multi(f"__k_pool.maxpool_with_indices({{0}}, {geometry}, "
+                              f"{ctx.lit(int(storage_order))})", x,
+                              outs=[(shape, x.dtype), (shape, np.int64)])
+    return ctx.call(f"__k_pool.maxpool({{0}}, {geometry})", x, shape=shape, dtype=x.dtype)
+
+
+@register("AveragePool", 1)
+def AveragePool(ctx, x, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
+                kernel_shape=None, pads=None, strides=None):
+    _float_only(ctx, x)
+    s, p, d, out = shapes.pool_geometry(auto_pad, x.shape[2:], tuple(kernel_shape), strides,
+                                        dilations, pads, ceil_mode)
+    expr = (f"__k_pool.avgpool({{0}}, {ctx.lit(tuple(kernel_shape))}, {ctx.lit(s)}, {ctx.lit(p)}, "
+            f"{ctx.lit(d)}, {ctx.lit(out)}, {ctx.lit(int(count_include_pad))})")
+    return ctx.call(expr, x, shape=x.shape[:2] + tuple(out), dtype=x.dtype)
+
+
+@register("GlobalAveragePool", 1)
+def GlobalAveragePool(ctx, x):
+    _float_only(ctx, x)
+    return ctx.call("__k_pool.global_avgpool({0})", x,
+                    shape=x.shape[:2] + (1,) * (x.rank - 2), dtype=x.dtype)
+
+
+@register("GlobalMaxPool", 1)
+def GlobalMaxPool(ctx, x):
+    _float_only(ctx, x)
+    return ctx.call("__k_pool.global_maxpool({0})", x,
+                    shape=x.shape[:2] + (1,) * (x.rank - 2), dtype=x.dtype)
+
+
+@register("LRN", 1)
+def LRN(ctx, x, size, alpha=0.0001, beta=0.75, bias=1.0):
+    _float_only(ctx, x)
+    expr = (f"__k_pool.lrn({{0}}, {ctx.lit(int(size))}, {ctx.lit(float(alpha))}, "
+            f"{ctx.lit(float(beta))}, {ctx.lit(float(bias))})")
+    return ctx.call(expr, x, shape=x.shape, dtype=x.dtype)
+
+
+def _matmul_operand(ctx, pre, full, three):
+    expr = f"{{}}.reshape({ctx.lit(pre)})"
+    if full is not None:
+        expr = f"__np.ascontiguousarray(__np.broadcast_to({expr}, {ctx.lit(full)}))"
+    return f"__np.ascontiguousarray({expr}.reshape({ctx.lit(three)}))"
+
+
+@register("MatMul", 1)
+def MatMul(ctx, a, b):
+    if a.dtype not in MATMUL_DTYPES or b.dtype != a.dtype:
+        ctx.fail(f"dtypes {a.dtype} x {b.dtype} are not supported")
+    try:
+        plan = shapes.matmul_plan(a.shape, b.shape)
+    except ValueError as exc:
+        ctx.fail(str(exc))
+    lhs = _matmul_operand(ctx, plan.a_pre, plan.a_full, plan.a3).format("{0}")
+    rhs = _matmul_operand(ctx, plan.b_pre, plan.b_full, plan.b3).format("{1}")
+    expr = f"__k_matmul.matmul3({lhs}, {rhs}).reshape({ctx.lit(plan.out)})"
+    return ctx.call(expr, a, b, shape=plan.out, dtype=a.dtype)
+
+
+@register("Gemm", 1)
+def Gemm(ctx, a, b, c=None, alpha=1.0, beta=1.0, transA=0, transB=0, broadcast=0):
+    _float_only(ctx, a, b, c)
+    m = a.shape[1] if transA else a.shape[0]
+    n = b.shape[0] if transB else b.shape[1]
+    if c is None:
+        c = ctx.constant(np.zeros((1, 1), a.dtype))
+    c2 = (1,) * (2 - c.rank) + tuple(c.shape)
+    round32 = (lambda v: float(np.float32(v))) if a.dtype == np.float32 else float
+    expr = (f"__k_matmul.gemm({{0}}, {{1}}, {{2}}.reshape({ctx.lit(c2)}), {ctx.lit(round32(alpha))}, "
+            f"{ctx.lit(round32(beta))}, {ctx.lit(int(transA))}, {ctx.lit(int(transB))})")
+    return ctx.call(expr, a, b, c, shape=(m, n), dtype=a.dtype)
