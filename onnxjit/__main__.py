@@ -82,10 +82,16 @@ def main(argv=None):
     p.set_defaults(func=demo)
     c = sub.add_parser("conformance", help="run the ONNX backend test suite", add_help=False)
     c.set_defaults(func=None)
+    s = sub.add_parser("show", help="print a model's fusion plan and generated source",
+                       add_help=False)
+    s.set_defaults(func=None)
     args, rest = parser.parse_known_args(argv)
     if args.command == "conformance":
         from .conformance import main as conformance_main
         return conformance_main(rest)
+    if args.command == "show":
+        from .explain import show_main
+        return show_main(rest)
     return args.func(args)
 
 

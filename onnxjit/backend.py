@@ -115,6 +115,22 @@ class OnnxJitRep(BackendRep):
                 "hits": self.hits, "misses": self.misses,
                 "compile_seconds": round(self.compile_seconds, 3)}
 
+    def explain(self, signature=None):
+        """The fusion plan of a signature (default: the most recent): rows that print as a table."""
+        from .explain import explain
+        return explain(self, signature)
+
+    def reset_profile(self):
+        """Forget the per-kernel times gathered so far (profile=True builds)."""
+        for compiled in self._cache.values():
+            if compiled.profile is not None:
+                compiled.profile.clear()
+
+    def _repr_html_(self):
+        """Jupyter's rich view: model summary, cached signatures, fusion plan, generated source."""
+        from .explain import to_html
+        return to_html(self)
+
     def __repr__(self):
         return (f"<OnnxJitRep {self.model.graph.name or 'model'!r} on {self.device}: "
                 f"{len(self._cache)} signature(s), {self.hits} hits, {self.misses} misses>")

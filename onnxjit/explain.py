@@ -1,0 +1,354 @@
+"""Inspection: what the compiler made of a model, as a table, as HTML for Jupyter, and on the CLI.
+
+`explain(rep)` lists the kernels of one compiled signature (source nodes, outputs, compiled or not,
+time per call when profiled); `to_html(rep)` is the rich Jupyter view; `show_main(argv)` is
+`onnxjit show MODEL.onnx`. Everything taken from the model is untrusted: HTML escapes it, plain text
+escapes control characters (a node name must not drive the terminal).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import html
+import re
+import sys
+from collections import namedtuple
+
+import numpy as np
+
+# Sources longer than this many lines start collapsed in the HTML view.
+OPEN_SOURCE_LINES = 150
+
+
+class PlanTable(list):
+    """The rows of `explain()`: a plain list of dicts that prints as a table and shows as HTML."""
+
+    def __str__(self):
+        return format_table(self)
+
+    def _repr_html_(self):
+        return plan_html(self)
+
+
+def explain(rep, signature=None):
+    """One row per kernel of a compiled signature (default: the most recent), in execution order."""
+    compiled = rep.compiled(signature)
+    where = _kernel_hosts(compiled)
+    profile = compiled.profile
+    return PlanTable(_row(k, where.get(k.name), profile) for k in compiled.kernels)
+
+
+def _row(kernel, compiled, profile):
+    total, calls = (profile or {}).get(kernel.name, (0.0, 0))
+    return {
+        "kernel": kernel.name,
+        "kind": kernel.kind,
+        "nodes": [name for name, _ in kernel.nodes],
+        "op_types": [op for _, op in kernel.nodes],
+        "output_shapes": [tuple(v.shape) for v in kernel.outputs],
+        "output_dtypes": [str(np.dtype(v.dtype)) for v in kernel.outputs],
+        "compiled": bool(compiled),
+        "calls": calls if profile is not None else None,
+        "us_per_call": total / calls * 1e6 if calls else None,
+    }
+
+
+# -- which function runs each kernel, and is it compiled? ----------------------------------------
+def _kernel_hosts(compiled):
+    """{kernel name: True when it runs inside a Numba-compiled function of the generated module}."""
+    functions = _top_level_functions(compiled.source)
+    lines = compiled.source.splitlines()
+    hosts = {}
+    for kernel in compiled.kernels:
+        host = _host_of(functions, lines, _marker(kernel), exclude=kernel.name)
+        ok = host is not None and _is_compiled(compiled.module, host)
+        if kernel.kind == "fused":
+            # Called from compiled code, a jitted kernel is compiled into its caller (when the caller
+            # comes from Numba's disk cache the kernel's own dispatcher stays empty: that is fine).
+            ok = ok and _is_jitted(compiled.module, functions.get(kernel.name))
+        hosts[kernel.name] = ok
+    return hosts
+
+
+Function = namedtuple("Function", "start end jitted name")
+
+
+def _top_level_functions(source):
+    """{name: Function} of the generated module's top-level functions."""
+    found = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef):
+            jitted = any("jit" in ast.unparse(d) for d in node.decorator_list)
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            found[node.name] = Function(start, node.end_lineno, jitted, node.name)
+    return found
+
+
+def _marker(kernel):
+    """A test for the line that runs `kernel`: its call, or the comment heading a library call."""
+    if kernel.kind == "fused":
+        call = re.compile(rf"\b{re.escape(kernel.name)}\(")
+        return lambda line: not line.lstrip().startswith(("#", "def ")) and call.search(line)
+    return lambda line: line.lstrip().startswith(f"# {kernel.name}:")
+
+
+def _host_of(functions, lines, matches, exclude):
+    """The function (other than `exclude`) whose body holds the first line that `matches`."""
+    for number, line in enumerate(lines, 1):
+        if not matches(line):
+            continue
+        for f in functions.values():
+            if f.start <= number <= f.end and f.name != exclude:
+                return f
+    return None
+
+
+def _is_jitted(module, function):
+    """The function is a Numba dispatcher (decorated with a jit in the source when no module)."""
+    if function is None:
+        return False
+    target = getattr(module, function.name, None) if module is not None else None
+    return function.jitted if target is None else _is_dispatcher(target)
+
+
+def _is_dispatcher(target):
+    from numba.core.dispatcher import Dispatcher
+    return isinstance(target, Dispatcher)
+
+
+def _is_compiled(module, function):
+    """A function is compiled when the module holds it as a Numba dispatcher with machine code."""
+    if function is None:
+        return False
+    target = getattr(module, function.name, None) if module is not None else None
+    if target is None:
+        return function.jitted
+    return _is_dispatcher(target) and bool(target.signatures)
+
+
+# -- plain text ----------------------------------------------------------------------------------
+COLUMNS = ("kernel", "kind", "nodes", "outputs", "compiled", "us/call")
+
+
+def format_table(rows, width=60):
+    """A fixed-width text table of `explain()` rows; long cells are cut to `width` characters."""
+    cells = [[_cut(c, width) for c in _text_cells(r)] for r in rows]
+    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(COLUMNS)]
+    line = "  ".join("{:<%d}" % w for w in widths)
+    out = [line.format(*COLUMNS), line.format(*("-" * w for w in widths))]
+    out += [line.format(*c) for c in cells]
+    return "\n".join(s.rstrip() for s in out)
+
+
+def _text_cells(row):
+    us = "" if row["us_per_call"] is None else f"{row['us_per_call']:.1f}"
+    return [plain(row["kernel"]), row["kind"], plain(node_text(row)), outputs_text(row),
+            "yes" if row["compiled"] else "no", us]
+
+
+def node_text(row):
+    """'name (OpType), ...' for a row."""
+    return ", ".join(f"{n or '?'} ({op})" for n, op in zip(row["nodes"], row["op_types"]))
+
+
+def outputs_text(row):
+    """'float32[2, 3], ...' for a row."""
+    return ", ".join(f"{d}{list(s)}" for s, d in zip(row["output_shapes"], row["output_dtypes"]))
+
+
+def plain(text):
+    """Model text made safe for a terminal: non-printable characters become escapes."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(text))
+
+
+def _cut(text, width):
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+# -- HTML ----------------------------------------------------------------------------------------
+def _e(value):
+    return html.escape(plain(value), quote=True)
+
+
+def to_html(rep, signature=None):
+    """The rich view of a prepared model: summary, cached signatures, fusion plan, generated source."""
+    parts = ['<div class="onnxjit-rep">', model_html(rep), cache_html(rep)]
+    try:
+        compiled = rep.compiled(signature)
+    except LookupError as exc:
+        parts.append(f"<p><i>{_e(exc)}</i></p>")
+    else:
+        parts.append(f"<h4>Fusion plan for {_e(signature_text(compiled.signature))}</h4>")
+        parts.append(plan_html(explain(rep, signature)))
+        parts.append(source_html(compiled.source))
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def model_html(rep):
+    """Model name, producer, opsets, node count and the declared inputs and outputs."""
+    model, graph = rep.model, rep.model.graph
+    opsets = ", ".join(f"{e.domain or 'ai.onnx'} {e.version}" for e in model.opset_import)
+    producer = " ".join(p for p in (model.producer_name, model.producer_version) if p)
+    facts = [("model", graph.name or "(unnamed)"), ("producer", producer or "-"),
+             ("opsets", opsets or "-"), ("nodes", count_nodes(graph)),
+             ("initializers", len(graph.initializer)), ("device", rep.device),
+             ("profiling", "on" if getattr(rep, "profiling", False) else "off")]
+    head = "<br>".join(f"<b>{_e(k)}</b>: {_e(v)}" for k, v in facts)
+    inits = {t.name for t in graph.initializer}
+    ios = [("input", vi) for vi in graph.input if vi.name not in inits]
+    ios += [("output", vi) for vi in graph.output]
+    rows = [[kind, vi.name, *value_type(vi)] for kind, vi in ios]
+    return f"<p>{head}</p>\n" + table_html(["", "name", "type", "shape"], rows)
+
+
+def cache_html(rep):
+    """The compiled signatures (oldest first) with the cache's hit and miss counts."""
+    info = rep.cache_info()
+    summary = (f"<p><b>cache</b>: {_e(info['signatures'])} of at most {_e(info['max_signatures'])} "
+               f"signature(s); {_e(info['hits'])} hit(s), {_e(info['misses'])} miss(es); "
+               f"{_e(info['compile_seconds'])} s compiling</p>")
+    rows = []
+    for sig in rep.signatures():
+        compiled = rep.compiled([(shape, dtype) for _, shape, dtype in sig])
+        rows.append([signature_text(sig), len(compiled.kernels), f"{compiled.compile_seconds:.3f}"])
+    if not rows:
+        return summary
+    return summary + "\n" + table_html(["signature", "kernels", "compile s"], rows)
+
+
+def plan_html(rows):
+    """The fusion plan: one table row per kernel."""
+    body = [[r["kernel"], r["kind"], node_text(r), outputs_text(r), "yes" if r["compiled"] else "no",
+             "" if r["us_per_call"] is None else f"{r['us_per_call']:.1f}"] for r in rows]
+    return table_html(["kernel", "kind", "ONNX nodes", "outputs", "compiled", "µs/call"], body)
+
+
+def source_html(source):
+    """The generated module, highlighted with pygments when it is installed, else plain."""
+    source = "\n".join(plain(line) for line in source.split("\n"))
+    lines = source.count("\n") + 1
+    try:
+        from pygments import highlight
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import PythonLexer
+    except ImportError:
+        code = f"<pre>{html.escape(source)}</pre>"
+    else:
+        code = highlight(source, PythonLexer(), HtmlFormatter(noclasses=True))
+    opened = " open" if lines <= OPEN_SOURCE_LINES else ""
+    return (f"<details{opened}><summary><b>generated source</b> ({lines} lines)</summary>\n"
+            f"{code}</details>")
+
+
+def table_html(header, rows):
+    """An HTML table with every cell escaped."""
+    cell = 'style="text-align:left;vertical-align:top"'
+    head = "".join(f"<th {cell}>{_e(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td {cell}>{_e(c)}</td>" for c in r) + "</tr>\n" for r in rows)
+    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>"
+
+
+def signature_text(signature):
+    """'x: float32[2, 3], ...' for a signature of (name, shape, dtype)."""
+    return ", ".join(f"{name}: {np.dtype(dtype)}{list(shape)}" for name, shape, dtype in signature)
+
+
+def value_type(value_info):
+    """(element type, shape) text of a graph input or output as declared."""
+    from onnx import helper
+    if not value_info.type.HasField("tensor_type"):
+        return value_info.type.WhichOneof("value") or "?", "?"
+    tt = value_info.type.tensor_type
+    try:
+        elem = helper.tensor_dtype_to_np_dtype(tt.elem_type).name
+    except Exception:
+        elem = f"elem_type {tt.elem_type}"
+    if not tt.HasField("shape"):
+        return elem, "?"
+    dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+    return elem, "[" + ", ".join(str(d) for d in dims) + "]"
+
+
+def count_nodes(graph):
+    """Nodes in the graph and its subgraphs."""
+    total = 0
+    for node in graph.node:
+        total += 1
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                total += count_nodes(sub)
+    return total
+
+
+# -- CLI: onnxjit show ---------------------------------------------------------------------------
+def show_main(argv=None):
+    """`onnxjit show MODEL.onnx [--dim N=V] [--profile]`: print the fusion plan and generated source."""
+    args = _show_parser().parse_args(argv)
+    from .backend import prepare
+    from .bench import parse_dims
+    from .errors import OnnxJitError
+    try:
+        dims = parse_dims(args.dim)
+        rep = prepare(args.model, profile=args.profile)
+        _run_for_show(rep, dims, args.runs)
+        compiled = rep.compiled()
+    except (OnnxJitError, ValueError, LookupError) as exc:
+        print(f"onnxjit show: {plain(exc)}", file=sys.stderr)
+        return 1
+    print(summary_text(rep, compiled))
+    print()
+    print(format_table(explain(rep), width=args.width))
+    if not args.no_source:
+        print()
+        print(compiled.source)
+    return 0
+
+
+def _show_parser():
+    p = argparse.ArgumentParser(prog="onnxjit show", description="print the fusion plan and "
+                                "generated source of an ONNX model")
+    p.add_argument("model", help="an .onnx file")
+    p.add_argument("--dim", action="append", default=[], metavar="N=V",
+                   help="value of a symbolic input dimension (repeatable; unnamed dims are 1)")
+    p.add_argument("--profile", action="store_true", help="time each kernel over --runs calls")
+    p.add_argument("--runs", type=int, default=20, help="calls to time with --profile")
+    p.add_argument("--width", type=int, default=60, help="widest cell of the plan table")
+    p.add_argument("--no-source", action="store_true", help="print the plan only")
+    return p
+
+
+def _run_for_show(rep, dims, runs):
+    """Compile for random inputs, then time `runs` calls when profiling (the first call, which pays
+    one-time costs, is left out). Random data may make a run fail once compiled: then warn."""
+    if rep.signatures() and not rep.profiling and not dims:
+        return
+    from .__main__ import random_inputs
+    inputs = random_inputs(rep, dims)
+    try:
+        rep.run(inputs)
+        if rep.profiling:
+            rep.compiled().profile.clear()
+            for _ in range(runs):
+                rep.run(inputs)
+    except Exception as exc:
+        if not rep.signatures():
+            raise
+        print(f"warning: running on random inputs failed ({plain(exc)}); "
+              f"showing the compiled plan anyway", file=sys.stderr)
+
+
+def summary_text(rep, compiled):
+    """A few lines: model, opsets, node count, signature, compile time, cache."""
+    model, graph = rep.model, rep.model.graph
+    opsets = ", ".join(f"{e.domain or 'ai.onnx'} {e.version}" for e in model.opset_import)
+    return "\n".join([
+        f"model: {plain(graph.name or '(unnamed)')}  opsets: {plain(opsets)}  "
+        f"nodes: {count_nodes(graph)}",
+        f"signature: {plain(signature_text(compiled.signature))}",
+        f"kernels: {len(compiled.kernels)}  compile: {compiled.compile_seconds:.3f} s  "
+        f"module: {compiled.path}"])
+
+
+if __name__ == "__main__":
+    sys.exit(show_main())
