@@ -27,7 +27,7 @@ class Value:
     const: np.ndarray | None = None
     name: str = ""            # the ONNX name, for messages and comments only
     var: str | None = None     # identifier in generated source, set by the emitter
-    producers: list = field(default_factory=list)
+    producer: object = None    # the Step that computes it (None for inputs and constants)
 
     @property
     def rank(self):

@@ -21,6 +21,23 @@ def register(op_type, since=1, domain=""):
     return wrap
 
 
+_PEEPHOLES: dict[tuple[str, str], list] = {}
+
+
+def peephole(op_type, domain=""):
+    """Decorator: `fn(ctx, *inputs, **attributes)` may lower a node by rewriting its producer
+    (e.g. Relu folded into the Conv before it); it returns None to decline."""
+    def wrap(fn):
+        _PEEPHOLES.setdefault((_domain(domain), op_type), []).append(fn)
+        return fn
+    return wrap
+
+
+def peepholes(op_type, domain=""):
+    """The peephole rewrites registered for an op type."""
+    return _PEEPHOLES.get((_domain(domain), op_type), [])
+
+
 def lookup(op_type, opset, domain=""):
     """The lowering for the largest `since` <= opset, or None."""
     versions = _RULES.get((_domain(domain), op_type), [])

@@ -30,6 +30,7 @@ class Step:
     inputs: list
     outs: list
     nodes: list = field(default_factory=list)   # [(node name, op_type)]
+    meta: dict = field(default_factory=dict)     # what a lowering records for later peepholes
 
 
 @dataclass
@@ -39,6 +40,8 @@ class Program:
     steps: list
     outputs: list
     output_names: list
+    use_counts: dict = field(default_factory=dict)   # ONNX name -> readers (+1 if graph output)
+    names_of: dict = field(default_factory=dict)     # id(Value) -> ONNX names bound to it
 
 
 def broadcast_shapes(*shapes):
@@ -79,20 +82,38 @@ class LoweringContext:
         shape = broadcast_shapes(*(v.shape for v in inputs))
         out = Value(shape, np.dtype(dtype), name=self._out_name(0))
         self._check_dtype(out.dtype, *inputs)
-        self.program.steps.append(Step("ew", expr, list(inputs), [out], [self.label]))
+        out.producer = Step("ew", expr, list(inputs), [out], [self.label])
+        self.program.steps.append(out.producer)
         return out
 
-    def call(self, expr, *inputs, shape, dtype):
+    def call(self, expr, *inputs, shape, dtype, meta=None):
         """A Value computed by the array expression `expr` over the inputs' arrays."""
-        return self.call_multi(expr, *inputs, outs=[(shape, dtype)])[0]
+        return self.call_multi(expr, *inputs, outs=[(shape, dtype)], meta=meta)[0]
 
-    def call_multi(self, expr, *inputs, outs):
+    def call_multi(self, expr, *inputs, outs, meta=None):
         """Several Values from one array expression returning a tuple."""
         values = [Value(tuple(int(d) for d in s), np.dtype(t), name=self._out_name(i))
                   for i, (s, t) in enumerate(outs)]
         self._check_dtype(None, *inputs, *values)
-        self.program.steps.append(Step("call", expr, list(inputs), values, [self.label]))
+        step = Step("call", expr, list(inputs), values, [self.label], dict(meta or {}))
+        for v in values:
+            v.producer = step
+        self.program.steps.append(step)
         return values
+
+    def uses(self, value):
+        """How many node inputs (and graph outputs) read `value`, under any of its names."""
+        names = self.program.names_of.get(id(value), [value.name])
+        return sum(self.program.use_counts.get(n, 0) for n in names)
+
+    def sole_producer(self, value, kind):
+        """The call Step that made `value` if it has meta kind `kind` and no other reader."""
+        step = getattr(value, "producer", None)
+        if step is None or step.meta.get("kind") != kind or self.uses(value) != 1:
+            return None
+        if len(step.outs) != 1 or step is not self.program.steps[-1]:
+            return None
+        return step
 
     def _out_name(self, i):
         return self.node.output[i] if i < len(self.node.output) else ""
@@ -116,8 +137,15 @@ def lower_node(program, node, inputs, opset, model_opsets):
                                  f"at opset {opset}", [(node.domain or "ai.onnx", node.op_type, opset)])
     ctx = LoweringContext(program, node, opset, model_opsets)
     _check_attributes(ctx, rule, attrs)
-    # Optional inputs left out at the end of the list are passed as None too.
-    result = rule(ctx, *inputs, **attrs)
+    result = None
+    for rewrite in registry.peepholes(node.op_type, node.domain):
+        result = rewrite(ctx, *inputs, **attrs)
+        if result is not None:
+            # The node's read of its first input now happens inside the rewritten producer.
+            program.use_counts[node.input[0]] -= 1
+            break
+    if result is None:
+        result = rule(ctx, *inputs, **attrs)
     return list(result) if isinstance(result, (list, tuple)) else [result]
 
 
@@ -149,7 +177,7 @@ def specialize(model: onnx.ModelProto, input_values) -> Program:
     """Walk the graph in order with the given input Values, building a Program."""
     graph = model.graph
     model_opsets = {(e.domain or ""): e.version for e in model.opset_import}
-    program = Program(list(input_values), [], [], [])
+    program = Program(list(input_values), [], [], [], _use_counts(graph))
     env = {name: const_value(a, name) for name, a in initializers(graph).items()}
     env.update({v.name: v for v in input_values})
     for node in graph.node:
@@ -159,12 +187,28 @@ def specialize(model: onnx.ModelProto, input_values) -> Program:
         for name, value in zip(node.output, outs):
             if name:
                 env[name] = value
+                program.names_of.setdefault(id(value), []).append(name)
     for out in graph.output:
         if out.name not in env:
             raise ModelError(f"graph output {out.name!r} is produced by no node")
         program.outputs.append(env[out.name])
         program.output_names.append(out.name)
     return program
+
+
+def _use_counts(graph):
+    counts = {}
+    for node in graph.node:
+        for name in node.input:
+            counts[name] = counts.get(name, 0) + 1
+        for attr in node.attribute:   # subgraphs may read outer values: never fuse those away
+            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                for inner in sub.node:
+                    for name in inner.input:
+                        counts[name] = counts.get(name, 0) + 2
+    for out in graph.output:
+        counts[out.name] = counts.get(out.name, 0) + 1
+    return counts
 
 
 def _resolve(env, name, node):

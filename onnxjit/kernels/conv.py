@@ -148,26 +148,38 @@ def _im2col_rows(xf, base, cg, in3, k3, s3, p6, d3, o3, q0, q1, colf):
 
 
 @njit(**_JIT)
-def _add_bias(y3, b):
-    """y3 (N, M, P) += b[m] in place."""
+def _add_bias(y3, b, act):
+    """y3 (N, M, P) += b[m] in place, then the activation (act 1: Relu)."""
+    zero = y3.dtype.type(0)
     for n in range(y3.shape[0]):
         for m in range(y3.shape[1]):
             bm = y3.dtype.type(b[m])
-            for p in range(y3.shape[2]):
-                y3[n, m, p] += bm
+            if act == 1:
+                for p in range(y3.shape[2]):
+                    v = y3[n, m, p] + bm
+                    y3[n, m, p] = v if not v < zero else zero
+            else:
+                for p in range(y3.shape[2]):
+                    y3[n, m, p] += bm
 
 
 @njit(**_JIT)
-def _store_tile(yg, p0, tile, b, m0):
-    """yg[:, p0:p0+pt] = tile + bias (bias fused into the copy-out)."""
+def _store_tile(yg, p0, tile, b, m0, act):
+    """yg[:, p0:p0+pt] = act(tile + bias): bias and activation fused into the copy-out."""
+    zero = yg.dtype.type(0)
     for m in range(tile.shape[0]):
         bm = yg.dtype.type(b[m0 + m])
-        for p in range(tile.shape[1]):
-            yg[m, p0 + p] = tile[m, p] + bm
+        if act == 1:
+            for p in range(tile.shape[1]):
+                v = tile[m, p] + bm
+                yg[m, p0 + p] = v if not v < zero else zero
+        else:
+            for p in range(tile.shape[1]):
+                yg[m, p0 + p] = tile[m, p] + bm
 
 
 @njit(**_JIT)
-def _conv5(x, w, b, s3, p6, d3, group):
+def _conv5(x, w, b, s3, p6, d3, group, act):
     """Conv on canonical 5-D arrays: per (image, group, row tile) im2col + one GEMM."""
     N, C, D, H, W = x.shape
     M, cg, KD, KH, KW = w.shape
@@ -184,7 +196,7 @@ def _conv5(x, w, b, s3, p6, d3, group):
         for n in range(N):
             for g in range(group):
                 np.dot(w3[g], xg[n, g].reshape((cg, nq * OW)), y[n, g])
-        _add_bias(y.reshape((N, M, nq * OW)), b)
+        _add_bias(y.reshape((N, M, nq * OW)), b, act)
         return y.reshape((N, M, o3[0], o3[1], o3[2]))
     rows = max(_TILE_BYTES // (kk * OW * x.itemsize), (_MIN_TILE_COLS + OW - 1) // OW)
     rows = min(nq, max(1, rows))
@@ -201,14 +213,18 @@ def _conv5(x, w, b, s3, p6, d3, group):
                              (KD, KH, KW), s3, p6, d3, o3, q0, q1, col)
                 tile = tilebuf[:mg * pt].reshape((mg, pt))
                 np.dot(w3[g], col.reshape((kk, pt)), tile)
-                _store_tile(y[n, g], q0 * OW, tile, b, g * mg)
+                _store_tile(y[n, g], q0 * OW, tile, b, g * mg, act)
     return y.reshape((N, M, o3[0], o3[1], o3[2]))
 
 
 @njit(**_JIT)
-def conv(x, w, b, strides, pads, dilations, group):
-    """ONNX Conv: x (N,C,*S), w (M,C/group,*K), b (M,) -> (N,M,*O); 1-3 spatial dims."""
-    y = _conv5(as5d(x), as5d(w), b, tup3(strides, 1), pads6(pads), tup3(dilations, 1), group)
+def conv(x, w, b, strides, pads, dilations, group, act=0):
+    """ONNX Conv: x (N,C,*S), w (M,C/group,*K), b (M,) -> (N,M,*O); 1-3 spatial dims.
+
+    act selects a fused activation epilogue: 0 none, 1 Relu.
+    """
+    y = _conv5(as5d(x), as5d(w), b, tup3(strides, 1), pads6(pads), tup3(dilations, 1), group,
+               act)
     return from5d(y, x)
 
 
@@ -257,7 +273,7 @@ def _conv_transpose5(x, w, b, s3, p6, d3, group, o3):
         for g in range(group):
             np.dot(w3[g].T, x4[n, g], col)
             _col2im_add(col, y[n, g], mg, (D, H, W), (KD, KH, KW), s3, p6, d3, o3)
-    _add_bias(y.reshape((N, group * mg, OP)), b)
+    _add_bias(y.reshape((N, group * mg, OP)), b, 0)
     return y.reshape((N, group * mg, o3[0], o3[1], o3[2]))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import shapes
-from ..registry import register
+from ..registry import peephole, register
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 MATMUL_DTYPES = FLOATS + tuple(np.dtype(t) for t in (np.int32, np.int64, np.uint32, np.uint64))
@@ -35,9 +35,46 @@ def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_s
     kernel = _kernel_shape(ctx, x, w, kernel_shape)
     s, p, d, out = shapes.conv_geometry(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
     shape = (x.shape[0], w.shape[0]) + tuple(out)
-    expr = (f"__k_conv.conv({{0}}, {{1}}, {{2}}, {ctx.lit(s)}, {ctx.lit(p)}, {ctx.lit(d)}, "
-            f"{ctx.lit(int(group))})")
-    return ctx.call(expr, x, w, _bias(ctx, b, w.shape[0], x.dtype), shape=shape, dtype=x.dtype)
+    meta = {"kind": "conv", "geometry": (s, p, d, int(group)), "act": 0}
+    return ctx.call(_conv_expr(ctx, meta), x, w, _bias(ctx, b, w.shape[0], x.dtype),
+                    shape=shape, dtype=x.dtype, meta=meta)
+
+
+def _conv_expr(ctx, meta):
+    s, p, d, group = meta["geometry"]
+    return (f"__k_conv.conv({{0}}, {{1}}, {{2}}, {ctx.lit(s)}, {ctx.lit(p)}, {ctx.lit(d)}, "
+            f"{ctx.lit(group)}, {ctx.lit(meta['act'])})")
+
+
+@peephole("Relu")
+def relu_into_conv(ctx, x):
+    """Conv -> Relu becomes one Conv with a Relu epilogue when nothing else reads the Conv."""
+    step = ctx.sole_producer(x, "conv")
+    if step is None or step.meta["act"]:
+        return None
+    step.meta["act"] = 1
+    step.expr = _conv_expr(ctx, step.meta)
+    step.nodes.append(ctx.label)
+    return step.outs[0]
+
+
+@peephole("BatchNormalization")
+def batchnorm_into_conv(ctx, x, scale, bias, mean, var, epsilon=1e-5, training_mode=0, **_):
+    """Conv -> BatchNormalization (inference, constant statistics) folds into the Conv's weights."""
+    step = ctx.sole_producer(x, "conv")
+    stats = (scale, bias, mean, var)
+    if step is None or step.meta["act"] or training_mode or not all(v.is_const for v in stats):
+        return None
+    w, b = step.inputs[1], step.inputs[2]
+    if not (w.is_const and b.is_const):
+        return None
+    a = scale.const / np.sqrt(var.const + np.asarray(epsilon, var.dtype))
+    w_new = w.const * a.reshape((-1,) + (1,) * (w.rank - 1))
+    b_new = (b.const - mean.const) * a + bias.const
+    step.inputs[1] = ctx.constant(w_new.astype(w.dtype))
+    step.inputs[2] = ctx.constant(b_new.astype(b.dtype))
+    step.nodes.append(ctx.label)
+    return step.outs[0]
 
 
 @register("ConvTranspose", 1)

@@ -1,0 +1,59 @@
+"""Fusion: elementwise chains become one loop; Conv absorbs BatchNormalization and Relu."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import onnxjit.backend as backend
+
+
+def _conv_bn_relu(extra_reader=False, with_bias=True, seed=0):
+    rng = np.random.default_rng(seed)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b"),
+             numpy_helper.from_array(rng.random(4).astype(np.float32) + 0.5, "scale"),
+             numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "shift"),
+             numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "mean"),
+             numpy_helper.from_array(rng.random(4).astype(np.float32) + 0.1, "var")]
+    conv_in = ["x", "w", "b"] if with_bias else ["x", "w"]
+    nodes = [helper.make_node("Conv", conv_in, ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "scale", "shift", "mean", "var"], ["n"]),
+             helper.make_node("Relu", ["n"], ["y"])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if extra_reader:
+        outputs.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, None))
+    graph = helper.make_graph(nodes, "cbr", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [2, 3, 8, 8])], outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+
+
+@pytest.mark.parametrize("extra_reader", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_conv_batchnorm_relu(extra_reader, with_bias):
+    model = _conv_bn_relu(extra_reader, with_bias)
+    x = np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    expected = ReferenceEvaluator(model).run(None, {"x": x})
+    rep = backend.prepare(model)
+    for got, want in zip(rep.run([x]), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    kernels = rep.compiled().kernels
+    if extra_reader:   # the Conv output is read twice: BN and Relu stay separate
+        assert [k.kind for k in kernels] == ["call", "fused"]
+    else:
+        assert [k.kind for k in kernels] == ["call"]
+        assert [op for _, op in kernels[0].nodes] == ["Conv", "BatchNormalization", "Relu"]
+
+
+def test_elementwise_chain_is_one_flat_loop():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    nodes = [helper.make_node("Mul", ["x", "x"], ["a"]), helper.make_node("Exp", ["a"], ["b"]),
+             helper.make_node("Sub", ["b", "x"], ["c"]), helper.make_node("Tanh", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "chain", [x], [helper.make_empty_tensor_value_info("y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    rep = backend.prepare(model)
+    xv = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    np.testing.assert_allclose(rep.run([xv])[0], ReferenceEvaluator(model).run(None, {"x": xv})[0],
+                               rtol=1e-6)
+    (kernel,) = rep.compiled().kernels
+    assert kernel.kind == "fused" and len(kernel.steps) == 4
+    assert "for i0 in range(32):" in rep.source() and "i1" not in rep.source()
