@@ -29,6 +29,7 @@ class OnnxJitRep(BackendRep):
         self.input_names = [s.name for s in self.inputs]
         self.output_names = [o.name for o in model.graph.output]
         self._outputs = namedtupledict("Outputs", self.output_names)
+        self._n_inputs = len(self.inputs)
         self._cache = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
@@ -38,14 +39,22 @@ class OnnxJitRep(BackendRep):
 
     # -- the hot path: a dictionary lookup and one compiled call --------------------------------
     def run(self, inputs, **kwargs):
-        arrays = self._arrays(inputs)
-        key = tuple([(a.shape, a.dtype) for a in arrays])
+        arrays = inputs if type(inputs) is list and len(inputs) == self._n_inputs else \
+            self._arrays(inputs)
+        try:
+            key = tuple([(a.shape, a.dtype) for a in arrays
+                         if type(a) is _ndarray and a.flags.c_contiguous])
+        except AttributeError:      # not arrays: numpy scalars, lists ...
+            key = ()
+        if len(key) != self._n_inputs:
+            arrays = self._arrays(arrays)
+            key = tuple([(a.shape, a.dtype) for a in arrays])
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._miss(key, arrays)
         else:
             self.hits += 1
-        return self._outputs(*compiled.fn(*arrays, *compiled.weights))
+        return _new_tuple(self._outputs, compiled.fn(*arrays, *compiled.weights))
 
     def _arrays(self, inputs):
         if isinstance(inputs, dict):
@@ -134,6 +143,10 @@ class OnnxJitRep(BackendRep):
     def __repr__(self):
         return (f"<OnnxJitRep {self.model.graph.name or 'model'!r} on {self.device}: "
                 f"{len(self._cache)} signature(s), {self.hits} hits, {self.misses} misses>")
+
+
+_ndarray = np.ndarray
+_new_tuple = tuple.__new__   # builds the namedtupledict without its Python-level __new__
 
 
 def _as_array(value, name):
