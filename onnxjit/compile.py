@@ -60,7 +60,12 @@ def numba_type(value):
 
 
 def compile_segments(module, segments):
-    """Compile every njit segment for its argument types now (or load it from Numba's cache)."""
+    """Compile every njit segment for its argument types now (or load it from Numba's cache);
+    the compiled entry points, in order."""
+    entries = []
     for seg in segments:
         dispatcher = getattr(module, seg.name)
-        dispatcher.compile(tuple(numba_type(v) for v in seg.params))
+        signature = tuple(numba_type(v) for v in seg.params)
+        dispatcher.compile(signature)
+        entries.append(dispatcher.overloads[signature].entry_point)
+    return entries

@@ -11,8 +11,7 @@ import json, sys, onnx
 import onnxjit.backend as backend
 rep = backend.prepare(onnx.load(sys.argv[1]))
 c = rep.compiled()
-fn = c.fn
-stats = fn.stats if hasattr(fn, "stats") else None
+stats = c.module.run_graph.stats
 print(json.dumps({"path": c.path, "hits": stats.cache_hits and sum(stats.cache_hits.values()),
                   "misses": stats.cache_misses and sum(stats.cache_misses.values())}))
 """
