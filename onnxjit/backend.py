@@ -9,7 +9,7 @@ import onnx
 from onnx import helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
 
-from .errors import InputError, ModelError, UnsupportedOpError
+from .errors import InputError, ModelError, NeedsInputValue, UnsupportedOpError
 from .ir import input_specs, load_model
 from .pipeline import compile_model, unsupported_ops
 
@@ -30,12 +30,13 @@ class OnnxJitRep(BackendRep):
         self.output_names = [o.name for o in model.graph.output]
         self._outputs = namedtupledict("Outputs", self.output_names)
         self._n_inputs = len(self.inputs)
+        self._value_inputs = []   # inputs whose contents are part of the signature (shapes ...)
         self._cache = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
         self.compile_seconds = 0.0
         if all(s.is_static() and s.dtype is not None for s in self.inputs):
-            self._compile(tuple((s.name, s.dims, s.dtype) for s in self.inputs))
+            self._compile(tuple((s.name, s.dims, s.dtype) for s in self.inputs), None)
 
     # -- the hot path: a dictionary lookup and one compiled call --------------------------------
     def run(self, inputs, **kwargs):
@@ -49,6 +50,8 @@ class OnnxJitRep(BackendRep):
         if len(key) != self._n_inputs:
             arrays = self._arrays(arrays)
             key = tuple([(a.shape, a.dtype) for a in arrays])
+        if self._value_inputs:
+            key += tuple([arrays[i].tobytes() for i in self._value_inputs])
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._miss(key, arrays)
@@ -84,13 +87,28 @@ class OnnxJitRep(BackendRep):
             if compiled is None:
                 self.misses += 1
                 signature = tuple((s.name, a.shape, a.dtype) for s, a in zip(self.inputs, arrays))
-                compiled = self._compile(signature)
+                compiled = self._compile(signature, arrays)
             return compiled
 
-    def _compile(self, signature):
+    def _compile(self, signature, arrays):
+        """Compile for a signature; with `arrays` (None at prepare) inputs used as shapes are
+        read and become part of the key. None when compiling must wait for input values."""
         label = self.model.graph.name or "model"
-        compiled = compile_model(self.model, signature, label, self.profiling)
+        while True:
+            values = {self.input_names[i]: arrays[i] for i in self._value_inputs} if arrays else {}
+            try:
+                compiled = compile_model(self.model, signature, label, self.profiling, values)
+                break
+            except NeedsInputValue as need:
+                index = self.input_names.index(need.name)
+                if index in self._value_inputs:
+                    raise
+                self._value_inputs.append(index)
+                if arrays is None:
+                    return None
         key = tuple((tuple(shape), np.dtype(dtype)) for _, shape, dtype in signature)
+        if arrays is not None:
+            key += tuple(arrays[i].tobytes() for i in self._value_inputs)
         self._cache[key] = compiled
         self.compile_seconds += compiled.compile_seconds
         while len(self._cache) > self.max_signatures:

@@ -76,7 +76,8 @@ class Emitter:
             n_kernels=len(self.kernels), entry_kind="njit" if segments[0].name == entry else
             f"Python driver over {len(segments)} njit segments", imports=self.imports(buf.getvalue()))
         source = header + "\n" + buf.getvalue()
-        return Module(source, entry, [w.const for w in self.weights], segments, self.kernels)
+        weights = [np.ascontiguousarray(w.const) for w in self.weights]
+        return Module(source, entry, weights, segments, self.kernels)
 
     def signature_text(self):
         return ", ".join(f"{comment_text(v.name)}: {v.dtype}{list(v.shape)}" for v in self.program.inputs)
@@ -113,11 +114,20 @@ class Emitter:
         for v in self.program.outputs:
             name = self.var(v)
             # Never hand out an input, a weight or the same array twice: copy those.
-            needs_copy = v.is_const or name in seen or any(v is i for i in self.program.inputs)
+            needs_copy = name in seen or self.may_alias_caller(v)
             outs.append(f"{name}.copy()" if needs_copy else name)
             seen.add(name)
         used = [self.var(v) for v in self.program.outputs]
         return [], used, [f"return {lit_tuple(outs)}"]
+
+    def may_alias_caller(self, value):
+        """True when `value` may share memory with an input or a weight (through views)."""
+        if value.is_const or any(value is i for i in self.program.inputs):
+            return True
+        step = value.producer
+        if step is None or step.kind != "call" or not step.meta.get("view"):
+            return False
+        return any(v is not None and self.may_alias_caller(v) for v in step.inputs)
 
     # -- entry ----------------------------------------------------------------------------------
     def entry(self, statements, buf):

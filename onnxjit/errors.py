@@ -27,3 +27,11 @@ class LoweringError(OnnxJitError, ValueError):
 
 class KernelError(OnnxJitError, IndexError):
     """A compiled kernel refused its data (an index out of range, for instance)."""
+
+
+class NeedsInputValue(OnnxJitError):
+    """Internal: a lowering needs the contents of graph input `name` (a shape, axes, pads ...)."""
+
+    def __init__(self, name):
+        super().__init__(f"input {name!r} is used as a shape-like value")
+        self.name = name

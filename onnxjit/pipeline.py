@@ -31,11 +31,17 @@ class CompiledGraph:
         return getattr(self.module, "PROFILE", None)
 
 
-def compile_model(model, signature, label="model", profile=False):
-    """Compile `model` for `signature` = ((name, shape, dtype), ...) of its inputs."""
+def compile_model(model, signature, label="model", profile=False, values=None):
+    """Compile `model` for `signature` = ((name, shape, dtype), ...) of its inputs.
+
+    `values` {input name: array} gives the contents of inputs used as shapes, axes, pads ...:
+    the compiled code is specialized on them.
+    """
     import onnxjit.ops  # noqa: F401  (registers the lowerings)
     start = time.perf_counter()
-    inputs = [Value(tuple(shape), dtype, name=name) for name, shape, dtype in signature]
+    values = values or {}
+    inputs = [Value(tuple(shape), dtype, const=values.get(name), name=name)
+              for name, shape, dtype in signature]
     program = specialize(model, inputs)
     kernels = plan(program)
     generated = Emitter(program, kernels, label, profile=profile).emit()

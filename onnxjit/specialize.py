@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 
 from . import registry
-from .errors import LoweringError, ModelError, UnsupportedOpError
+from .errors import LoweringError, ModelError, NeedsInputValue, UnsupportedOpError
 from .ir import NUMBA_DTYPES, Value, attributes, const_value, initializers
 from .source import dtype_src, lit, scalar_lit
 
@@ -86,20 +86,36 @@ class LoweringContext:
         self.program.steps.append(out.producer)
         return out
 
-    def call(self, expr, *inputs, shape, dtype, meta=None):
-        """A Value computed by the array expression `expr` over the inputs' arrays."""
-        return self.call_multi(expr, *inputs, outs=[(shape, dtype)], meta=meta)[0]
+    def call(self, expr, *inputs, shape, dtype, meta=None, view=False):
+        """A Value computed by the array expression `expr` over the inputs' arrays.
 
-    def call_multi(self, expr, *inputs, outs, meta=None):
+        view=True: the result may share memory with an input (reshape, slicing ...), so the
+        emitter copies it before handing it out as a graph output.
+        """
+        return self.call_multi(expr, *inputs, outs=[(shape, dtype)], meta=meta, view=view)[0]
+
+    def call_multi(self, expr, *inputs, outs, meta=None, view=False):
         """Several Values from one array expression returning a tuple."""
         values = [Value(tuple(int(d) for d in s), np.dtype(t), name=self._out_name(i))
                   for i, (s, t) in enumerate(outs)]
         self._check_dtype(None, *inputs, *values)
         step = Step("call", expr, list(inputs), values, [self.label], dict(meta or {}))
+        step.meta["view"] = view
         for v in values:
             v.producer = step
         self.program.steps.append(step)
         return values
+
+    def require_const(self, value, what):
+        """The value of `value` at compile time. A graph input here makes the backend specialize
+        on that input's contents (it becomes part of the signature); anything else computed at
+        run time is refused with a clear error."""
+        if value.is_const:
+            return value.const
+        if any(value is v for v in self.program.inputs):
+            raise NeedsInputValue(value.name)
+        self.fail(f"the {what} input must be known at compile time (a constant, an initializer "
+                  "or a graph input), but it is computed at run time")
 
     def uses(self, value):
         """How many node inputs (and graph outputs) read `value`, under any of its names."""
@@ -177,6 +193,10 @@ def specialize(model: onnx.ModelProto, input_values) -> Program:
     """Walk the graph in order with the given input Values, building a Program."""
     graph = model.graph
     model_opsets = {(e.domain or ""): e.version for e in model.opset_import}
+    for v in input_values:
+        if v.dtype not in NUMBA_DTYPES:
+            raise LoweringError(f"input {v.name!r} has dtype {v.dtype}, which onnxjit cannot "
+                                "compile (Numba holds float32/64, int8-64, uint8-64 and bool)")
     program = Program(list(input_values), [], [], [], _use_counts(graph))
     env = {name: const_value(a, name) for name, a in initializers(graph).items()}
     env.update({v.name: v for v in input_values})
