@@ -163,3 +163,19 @@ def test_profile_times_each_kernel_without_changing_results():
     profile = profiled.compiled().profile
     assert [k.name for k in profiled.compiled().kernels] == list(profile)
     assert all(calls == 3 and seconds > 0 for seconds, calls in profile.values())
+
+
+@pytest.mark.parametrize("op, attrs, extra", [
+    ("Reshape", {}, [np.array([3, 2], np.int64)]),
+    ("Flatten", {"axis": 1}, []),
+    ("Squeeze", {}, [np.array([0], np.int64)]),
+    ("Slice", {}, [np.array([0], np.int64), np.array([1], np.int64)]),
+])
+def test_outputs_that_view_an_input_are_copies(op, attrs, extra):
+    x = np.arange(6, dtype=np.float32).reshape(1, 6) if op == "Squeeze" else \
+        np.arange(6, dtype=np.float32).reshape(2, 3)
+    model = node_model(op, [x] + extra, opset=13, **attrs)
+    rep = backend.prepare(model)
+    out = rep.run([x] + extra)[0]
+    out.reshape(-1)[0] = 100
+    assert x.reshape(-1)[0] == 0

@@ -1,8 +1,13 @@
-"""Scalar helpers called from fused loop bodies (numpy semantics for NaN, division, rounding)."""
-import math
+"""Scalar helpers called from fused loop bodies (numpy semantics for NaN, division, casts).
 
+Each is inlined into the fused loop. They take no literal float constants (a bare literal would
+promote float32 math to float64): lowerings pass typed constants in the expression instead.
+"""
 import numpy as np
 from numba import njit
+
+_I32_MIN = np.int32(-2147483648)
+_I64_MIN = np.int64(-9223372036854775808)
 
 
 @njit(cache=True, inline="always")
@@ -17,20 +22,16 @@ def minimum(a, b):
     return a if (a <= b or a != a) else b
 
 
-@njit(cache=True, inline="always")
-def sigmoid(x):
-    """1 / (1 + exp(-x)) without overflow warnings for large |x|."""
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
-
+# Integer division and remainder. `a - a` is the zero of a's type (a literal 0 would mix int64
+# with uint64, which Numba types as float64). b == -1 is handled apart: MIN // -1 traps on x86.
 
 @njit(cache=True, inline="always")
 def int_div(a, b):
-    """Integer division truncating toward zero (C semantics, as ONNX Div); 0 when b == 0."""
+    """Signed integer division truncating toward zero (C, as ONNX Div); 0 when b == 0."""
     if b == 0:
-        return 0 * a
+        return a - a
+    if b == -1:
+        return -a
     q = a // b
     if q < 0 and q * b != a:
         q += 1
@@ -38,6 +39,105 @@ def int_div(a, b):
 
 
 @njit(cache=True, inline="always")
-def round_half_even(x):
-    """np.round: halves to the even neighbour."""
-    return np.round(x)
+def uint_div(a, b):
+    """Unsigned integer division; 0 when b == 0."""
+    if b == 0:
+        return a - a
+    return a // b
+
+
+@njit(cache=True, inline="always")
+def int_mod(a, b):
+    """np.mod for integers: the remainder takes the divisor's sign; 0 when b == 0."""
+    if b == 0 or b == -1:
+        return a - a
+    return a % b
+
+
+@njit(cache=True, inline="always")
+def int_fmod(a, b):
+    """np.fmod for signed integers: C remainder (sign of the dividend); 0 when b == 0."""
+    if b == 0 or b == -1:
+        return a - a
+    return a - int_div(a, b) * b
+
+
+# Float -> integer casts. LLVM's fptosi is undefined (poison) for NaN, Inf and out-of-range
+# values; these make them deterministic, reproducing numpy's results on x86-64 (cvttsd2si
+# yields INT_MIN; types narrower than 32 bits go through int32 and wrap).
+
+@njit(cache=True, inline="always")
+def f2i32(x):
+    """float -> int32; NaN / out of range -> INT32_MIN. Narrower targets wrap this."""
+    if x >= -2147483648.0 and x < 2147483648.0:
+        return np.int32(x)
+    return _I32_MIN
+
+
+@njit(cache=True, inline="always")
+def f2i64(x):
+    """float -> int64; NaN / out of range -> INT64_MIN."""
+    if x >= -9223372036854775808.0 and x < 9223372036854775808.0:
+        return np.int64(x)
+    return _I64_MIN
+
+
+@njit(cache=True, inline="always")
+def f2u32(x):
+    """float -> uint32; negatives wrap, too large -> 0, NaN / very negative -> 2**31."""
+    if x > -2147483649.0 and x < 4294967296.0:
+        return np.uint32(np.int64(x) & 0xFFFFFFFF)
+    if x >= 4294967296.0:
+        return np.uint32(0)
+    return np.uint32(2147483648)
+
+
+@njit(cache=True, inline="always")
+def f2u64(x):
+    """float -> uint64; negatives wrap, too large -> 0, NaN / very negative -> 2**63."""
+    if x >= 18446744073709551616.0:
+        return np.uint64(0)
+    if x >= 9223372036854775808.0:
+        return np.uint64(x)
+    return np.uint64(f2i64(x))
+
+
+@njit(cache=True, inline="always")
+def shift_left(a, b, bits):
+    """Unsigned a << b in a `bits`-wide type; 0 when b >= bits (undefined in LLVM)."""
+    if b >= bits:
+        return a - a
+    return a << b
+
+
+@njit(cache=True, inline="always")
+def shift_right(a, b, bits):
+    """Unsigned a >> b in a `bits`-wide type; 0 when b >= bits."""
+    if b >= bits:
+        return a - a
+    return a >> b
+
+
+@njit(cache=True, inline="always")
+def sshift_left(a, b, bits):
+    """Signed a << b (int64 operands) wrapping in `bits` bits; 0 when b is out of [0, bits)."""
+    if b < 0 or b >= bits:
+        return a - a
+    return a << b
+
+
+@njit(cache=True, inline="always")
+def sshift_right(a, b, bits):
+    """Arithmetic a >> b (int64 operands); out-of-range b gives the sign fill, -1 or 0."""
+    if b < 0 or b >= bits:
+        return (a - a) - (a < 0)
+    return a >> b
+
+
+@njit(cache=True, inline="always")
+def sigmoid(x):
+    """1 / (1 + exp(-x)) without overflow for large |x| (computes in float64)."""
+    if x >= 0:
+        return 1.0 / (1.0 + np.exp(-x))
+    e = np.exp(x)
+    return e / (1.0 + e)

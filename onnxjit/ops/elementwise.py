@@ -1,105 +1,321 @@
-"""Elementwise ops: each lowers to a scalar expression that the planner fuses into loop nests."""
+"""Elementwise ops: each lowers to a scalar expression that the planner fuses into loop nests.
+
+Expressions are written with `{0}`, `{1}` ... for the inputs' elements and `{name}` for typed
+constants (see `_ew`): a bare Python float literal would promote float32 math to float64 in Numba.
+Each step's result is cast to its dtype by the emitter, so integer wrap-around matches numpy.
+"""
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto
 
+from ..ir import NUMBA_DTYPES, tensor_dtype
 from ..registry import register
 
-FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+BOOL = np.dtype(np.bool_)
 
 
-def _unary(op_type, expr, since=1):
-    @register(op_type, since)
-    def lower(ctx, x):
-        return ctx.elementwise(expr, x, dtype=x.dtype)
+def f32(x):
+    """x rounded to float32: ONNX float attributes (and their schema defaults) are float32."""
+    return float(np.float32(x))
+
+
+def _ew(ctx, expr, *inputs, dtype, ctype=None, **consts):
+    """ctx.elementwise of `expr` with `{name}` replaced by `consts[name]` typed as `ctype`."""
+    ctype = np.dtype(ctype or dtype)
+    typed = {"zero": 0, "one": 1, "half": 0.5, **consts}
+    typed = {k: ctx.scalar(v, ctype) for k, v in typed.items()}
+    slots = [f"{{{i}}}" for i in range(len(inputs))]
+    return ctx.elementwise(expr.format(*slots, **typed), *inputs, dtype=dtype)
+
+
+def _wide(dtype):
+    """The 64-bit integer type that integer helpers compute in (one operand type per helper)."""
+    return np.dtype(np.uint64 if np.dtype(dtype).kind == "u" else np.int64)
+
+
+# ---- unary ops: op -> (expression, first opset) ---------------------------------------------
+UNARY = {
+    "Neg": ("(-{0})", 1), "Abs": ("abs({0})", 1),
+    "Relu": ("({0} if not {0} < {zero} else {zero})", 1),
+    "Sqrt": ("__np.sqrt({0})", 1), "Exp": ("__np.exp({0})", 1), "Log": ("__np.log({0})", 1),
+    "Reciprocal": ("({one} / {0})", 1),
+    "Floor": ("__np.floor({0})", 1), "Ceil": ("__np.ceil({0})", 1),
+    "Round": ("__np.rint({0})", 11),  # rint rounds halves to even, as ONNX Round
+    "Erf": ("__math.erf({0})", 9), "Tanh": ("__np.tanh({0})", 1),
+    "Sin": ("__np.sin({0})", 7), "Cos": ("__np.cos({0})", 7), "Tan": ("__np.tan({0})", 7),
+    "Asin": ("__np.arcsin({0})", 7), "Acos": ("__np.arccos({0})", 7),
+    "Atan": ("__np.arctan({0})", 7), "Sinh": ("__np.sinh({0})", 9),
+    "Cosh": ("__np.cosh({0})", 9), "Asinh": ("__np.arcsinh({0})", 9),
+    "Acosh": ("__np.arccosh({0})", 9), "Atanh": ("__np.arctanh({0})", 9),
+    # Stable forms: no overflow of exp for large |x|; NaN falls through to the else branch.
+    "Sigmoid": ("({one} / ({one} + __np.exp(-{0})) if {0} >= {zero} "
+                "else __np.exp({0}) / ({one} + __np.exp({0})))", 1),
+    "Softplus": ("({0} + __np.log1p(__np.exp(-{0})) if {0} > {zero} "
+                 "else __np.log1p(__np.exp({0})))", 1),
+    "Softsign": ("({0} / ({one} + abs({0})))", 1),
+    "Mish": ("({0} * __np.tanh({0} + __np.log1p(__np.exp(-{0}))) if {0} > {zero} "
+             "else {0} * __np.tanh(__np.log1p(__np.exp({0}))))", 18),
+    "BitwiseNot": ("(~{0})", 18),
+}
+# Ops whose opset-1 form had the (ignored) `consumed_inputs` attribute.
+LEGACY_CONSUMED = {"Neg", "Abs", "Relu", "Sqrt", "Exp", "Log", "Reciprocal", "Floor", "Ceil",
+                   "Tanh", "Sigmoid"}
+
+
+def _unary(op_type, expr, since):
+    if op_type in LEGACY_CONSUMED:
+        def lower(ctx, x, consumed_inputs=None):
+            return _ew(ctx, expr, x, dtype=x.dtype)
+    else:
+        def lower(ctx, x):
+            return _ew(ctx, expr, x, dtype=x.dtype)
     lower.__name__ = op_type
-    return lower
+    register(op_type, since)(lower)
 
 
-def _float_unary(op_type, expr, since=1):
-    """A unary op computed in the input's float type."""
-    return _unary(op_type, expr, since)
+for _op, (_expr, _since) in UNARY.items():
+    _unary(_op, _expr, _since)
 
 
-def _binary(op_type, expr, since=1, out_dtype=None):
-    @register(op_type, since)
-    def lower(ctx, a, b):
-        return ctx.elementwise(expr, a, b, dtype=out_dtype or a.dtype)
-    lower.__name__ = op_type
-    return lower
+@register("Sign", 9)
+def Sign(ctx, x):
+    # Numba's np.sign mishandles unsigned integers (it returns 255 for uint8 255).
+    expr = "({0} != {zero})" if x.dtype.kind == "u" else "__np.sign({0})"
+    return _ew(ctx, expr, x, dtype=x.dtype)
 
 
-for _op, _expr in {
-    "Neg": "-{0}", "Abs": "abs({0})", "Sqrt": "__np.sqrt({0})", "Exp": "__np.exp({0})",
-    "Log": "__np.log({0})", "Erf": "__math.erf({0})", "Tanh": "__np.tanh({0})",
-    "Sigmoid": "__k_scalar.sigmoid({0})",
-    "Relu": "({0} if not {0} < 0 else 0)", "Floor": "__np.floor({0})",
-    "Ceil": "__np.ceil({0})", "Sin": "__np.sin({0})", "Cos": "__np.cos({0})",
-    "Softsign": "({0} / (1 + abs({0})))",
-}.items():
-    _unary(_op, _expr)
-
-for _op, _expr in {"Add": "({0} + {1})", "Sub": "({0} - {1})", "Mul": "({0} * {1})"}.items():
-    _binary(_op, _expr)
-
-for _op, _expr in {"Equal": "({0} == {1})", "Less": "({0} < {1})", "Greater": "({0} > {1})",
-                   "LessOrEqual": "({0} <= {1})", "GreaterOrEqual": "({0} >= {1})"}.items():
-    _binary(_op, _expr, out_dtype=np.bool_)
-
-for _op, _expr in {"And": "({0} and {1})", "Or": "({0} or {1})", "Xor": "({0} != {1})"}.items():
-    _binary(_op, _expr, out_dtype=np.bool_)
-
-
-@register("Not")
+@register("Not", 1)
 def Not(ctx, x):
-    return ctx.elementwise("(not {0})", x, dtype=np.bool_)
+    return ctx.elementwise("(not {0})", x, dtype=BOOL)
 
 
 @register("IsNaN", 9)
 def IsNaN(ctx, x):
-    return ctx.elementwise("({0} != {0})", x, dtype=np.bool_)
+    return ctx.elementwise("({0} != {0})", x, dtype=BOOL)
 
 
-@register("Div")
-def Div(ctx, a, b):
+@register("IsInf", 10)
+def IsInf(ctx, x, detect_negative=1, detect_positive=1):
+    tests = (["({0} == {inf})"] if detect_positive else []) + \
+            (["({0} == -{inf})"] if detect_negative else [])
+    return _ew(ctx, " or ".join(tests) or "False", x, dtype=BOOL, ctype=x.dtype, inf=np.inf)
+
+
+# ---- activations with attributes -----------------------------------------------------------
+@register("LeakyRelu", 1)
+def LeakyRelu(ctx, x, alpha=f32(0.01), consumed_inputs=None):
+    return _ew(ctx, "({0} if {0} >= {zero} else {a} * {0})", x, dtype=x.dtype, a=alpha)
+
+
+@register("HardSigmoid", 1)
+def HardSigmoid(ctx, x, alpha=f32(0.2), beta=0.5, consumed_inputs=None):
+    return _ew(ctx, "__k_scalar.maximum(__k_scalar.minimum({a} * {0} + {b}, {one}), {zero})",
+               x, dtype=x.dtype, a=alpha, b=beta)
+
+
+@register("HardSwish", 14)
+def HardSwish(ctx, x):
+    return _ew(ctx, "({0} * __k_scalar.maximum(__k_scalar.minimum({a} * {0} + {half}, {one}), "
+               "{zero}))", x, dtype=x.dtype, a=f32(1 / 6))
+
+
+@register("Elu", 1)
+def Elu(ctx, x, alpha=1.0, consumed_inputs=None):
+    return _ew(ctx, "({0} if {0} > {zero} else {a} * __np.expm1({0}))", x, dtype=x.dtype,
+               a=alpha)
+
+
+@register("Selu", 1)
+def Selu(ctx, x, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875,
+         consumed_inputs=None):
+    return _ew(ctx, "(({0} if {0} > {zero} else {a} * __np.expm1({0})) * {g})", x,
+               dtype=x.dtype, a=alpha, g=gamma)
+
+
+@register("Celu", 12)
+def Celu(ctx, x, alpha=1.0):
+    return _ew(ctx, "(__k_scalar.maximum({zero}, {0}) + "
+               "__k_scalar.minimum({zero}, {a} * __np.expm1({0} / {a})))", x, dtype=x.dtype,
+               a=alpha)
+
+
+@register("ThresholdedRelu", 10)
+def ThresholdedRelu(ctx, x, alpha=1.0):
+    return _ew(ctx, "({0} if {0} > {a} else {zero})", x, dtype=x.dtype, a=alpha)
+
+
+@register("Gelu", 20)
+def Gelu(ctx, x, approximate="none"):
+    if approximate == "tanh":
+        return _ew(ctx, "({half} * {0} * ({one} + __np.tanh({c} * ({0} + {k} * {0} * {0} * {0}))))",
+                   x, dtype=x.dtype, c=np.sqrt(f32(2 / np.pi)), k=f32(0.044715))
+    if approximate != "none":
+        ctx.fail("approximate must be 'none' or 'tanh'")
+    return _ew(ctx, "({half} * {0} * ({one} + __math.erf({0} * {r})))", x, dtype=x.dtype,
+               r=1 / np.sqrt(2))
+
+
+@register("Swish", 24)
+def Swish(ctx, x, alpha=1.0):
+    return _ew(ctx, "({0} / ({one} + __np.exp(-{a} * {0})))", x, dtype=x.dtype, a=alpha)
+
+
+@register("Shrink", 9)
+def Shrink(ctx, x, bias=0.0, lambd=0.5):
+    # numpy compares and adds integer x with Python floats in float64, then casts back.
+    ctype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+    y = _ew(ctx, "({0} + {b} if {0} < -{l} else ({0} - {b} if {0} > {l} else {zero}))",
+            x, dtype=ctype, b=bias, l=lambd)
+    return _cast(ctx, y, x.dtype)
+
+
+@register("PRelu", 1)
+def PRelu(ctx, x, slope, consumed_inputs=None):
+    slope = _prelu_slope(ctx, x, slope)
+    return _ew(ctx, "({0} if {0} > {zero} else {0} * {1})", x, slope, dtype=x.dtype)
+
+
+def _prelu_slope(ctx, x, slope):
+    """The slope, reshaped when it only matches one axis of x (as the reference does)."""
+    try:
+        np.broadcast_shapes(x.shape, slope.shape)
+        return slope
+    except ValueError:
+        pass
+    axes = [i for i, d in enumerate(x.shape) if slope.rank == 1 and d == slope.shape[0]]
+    if len(axes) != 1:
+        ctx.fail(f"slope of shape {slope.shape} does not broadcast to {x.shape}")
+    shape = tuple(d if i == axes[0] else 1 for i, d in enumerate(x.shape))
+    if slope.const is not None:
+        return ctx.constant(slope.const.reshape(shape))
+    return ctx.call(f"{{0}}.reshape({ctx.lit(shape)})", slope, shape=shape, dtype=slope.dtype)
+
+
+# ---- binary ops ------------------------------------------------------------------------------
+def _legacy_broadcast(ctx, a, b, broadcast, axis):
+    """Opset < 7 broadcasting: b's dims align with a's from `axis` (default: trailing)."""
+    if not broadcast or axis is None or b.rank == 0:
+        return b
+    if axis < 0:
+        axis += a.rank
+    shape = b.shape + (1,) * (a.rank - axis - b.rank)
+    if b.const is not None:
+        return ctx.constant(b.const.reshape(shape))
+    return ctx.call(f"{{0}}.reshape({ctx.lit(shape)})", b, shape=shape, dtype=b.dtype)
+
+
+def _binary(op_type, expr, since, out_dtype=None, legacy=False):
+    """Register `expr` over two same-typed inputs; `legacy` adds opset-1 broadcast attributes."""
+    if legacy:
+        def lower(ctx, a, b, broadcast=0, axis=None, consumed_inputs=None):
+            b = _legacy_broadcast(ctx, a, b, broadcast, axis)
+            return _ew(ctx, expr, a, b, dtype=out_dtype or a.dtype, ctype=a.dtype)
+    else:
+        def lower(ctx, a, b):
+            return _ew(ctx, expr, a, b, dtype=out_dtype or a.dtype, ctype=a.dtype)
+    lower.__name__ = op_type
+    register(op_type, since)(lower)
+
+
+BINARY = {  # op -> (expression, first opset, output dtype (None: the inputs'), legacy attributes)
+    "Add": ("({0} + {1})", 1, None, True), "Sub": ("({0} - {1})", 1, None, True),
+    "Mul": ("({0} * {1})", 1, None, True),
+    "Equal": ("({0} == {1})", 1, BOOL, True), "Less": ("({0} < {1})", 1, BOOL, True),
+    "Greater": ("({0} > {1})", 1, BOOL, True),
+    "LessOrEqual": ("({0} <= {1})", 12, BOOL, False),
+    "GreaterOrEqual": ("({0} >= {1})", 12, BOOL, False),
+    "And": ("({0} and {1})", 1, BOOL, True), "Or": ("({0} or {1})", 1, BOOL, True),
+    "Xor": ("({0} != {1})", 1, BOOL, True),
+    "BitwiseAnd": ("({0} & {1})", 18, None, False), "BitwiseOr": ("({0} | {1})", 18, None, False),
+    "BitwiseXor": ("({0} ^ {1})", 18, None, False),
+}
+for _op, (_expr, _since, _out, _legacy) in BINARY.items():
+    _binary(_op, _expr, _since, _out, _legacy)
+
+
+@register("Div", 1)
+def Div(ctx, a, b, broadcast=0, axis=None, consumed_inputs=None):
+    b = _legacy_broadcast(ctx, a, b, broadcast, axis)
     if a.dtype.kind in "iu":
-        return ctx.elementwise("__k_scalar.int_div({0}, {1})", a, b, dtype=a.dtype)
+        helper = "int_div" if a.dtype.kind == "i" else "uint_div"
+        w = ctx.dtype_src(_wide(a.dtype))
+        return ctx.elementwise(f"__k_scalar.{helper}({w}({{0}}), {w}({{1}}))", a, b, dtype=a.dtype)
     return ctx.elementwise("({0} / {1})", a, b, dtype=a.dtype)
-
-
-@register("Pow")
-def Pow(ctx, x, y):
-    return ctx.elementwise("({0} ** {1})", x, y, dtype=x.dtype)
-
-
-@register("Reciprocal")
-def Reciprocal(ctx, x):
-    return ctx.elementwise("(1 / {0})", x, dtype=x.dtype)
 
 
 @register("Mod", 10)
 def Mod(ctx, a, b, fmod=0):
-    if fmod:
-        return ctx.elementwise("__np.fmod({0}, {1})", a, b, dtype=a.dtype)
-    return ctx.elementwise("__np.mod({0}, {1})", a, b, dtype=a.dtype)
+    if a.dtype.kind == "f":
+        return ctx.elementwise(f"__np.{'fmod' if fmod else 'mod'}({{0}}, {{1}})", a, b,
+                               dtype=a.dtype)
+    helper = "int_fmod" if fmod and a.dtype.kind == "i" else "int_mod"
+    w = ctx.dtype_src(_wide(a.dtype))
+    return ctx.elementwise(f"__k_scalar.{helper}({w}({{0}}), {w}({{1}}))", a, b, dtype=a.dtype)
 
 
-@register("LeakyRelu")
-def LeakyRelu(ctx, x, alpha=0.01):
-    a = ctx.scalar(alpha, x.dtype)
-    return ctx.elementwise(f"({{0}} if {{0}} >= 0 else {a} * {{0}})", x, dtype=x.dtype)
+@register("BitShift", 11)
+def BitShift(ctx, x, y, direction):
+    """ONNX allows unsigned types; signed ones shift like the reference (arithmetic right)."""
+    if direction not in ("LEFT", "RIGHT") or x.dtype.kind not in "iu":
+        ctx.fail("needs direction LEFT or RIGHT and integer inputs")
+    helper = ("shift_left" if direction == "LEFT" else "shift_right")
+    if x.dtype.kind == "i":
+        helper = "s" + helper
+    w = _wide(x.dtype)
+    return _ew(ctx, f"__k_scalar.{helper}({ctx.dtype_src(w)}({{0}}), {ctx.dtype_src(w)}({{1}}), "
+               "{bits})", x, y, dtype=x.dtype, ctype=w, bits=x.dtype.itemsize * 8)
 
 
-@register("HardSigmoid")
-def HardSigmoid(ctx, x, alpha=0.2, beta=0.5):
-    a, b = ctx.scalar(alpha, x.dtype), ctx.scalar(beta, x.dtype)
-    return ctx.elementwise(f"max(min({a} * {{0}} + {b}, 1), 0)", x, dtype=x.dtype)
+@register("Pow", 1)
+def Pow(ctx, x, y, broadcast=0, axis=None):
+    """numpy's power in the promoted type of base and exponent, cast to the base's type."""
+    y = _legacy_broadcast(ctx, x, y, broadcast, axis)
+    ctype = np.result_type(x.dtype, y.dtype)
+    c = ctx.dtype_src(ctype)
+    if ctype.kind in "iu":
+        # Integer power wraps like numpy's; in int64 it agrees modulo 2**bits with narrower types.
+        c = ctx.dtype_src(_wide(ctype))
+    power = ctx.elementwise(f"({c}({{0}}) ** {c}({{1}}))", x, y, dtype=ctype)
+    return _cast(ctx, power, x.dtype)
+
+
+# ---- variadic ops ------------------------------------------------------------------------------
+def _variadic(op_type, expr, mean=False):
+    @register(op_type, 1)
+    def lower(ctx, *xs, consumed_inputs=None):
+        acc = xs[0]
+        for x in xs[1:]:
+            acc = ctx.elementwise(expr, acc, x, dtype=xs[0].dtype)
+        if mean:
+            return _ew(ctx, "({0} / {n})", acc, dtype=acc.dtype, n=len(xs))
+        return acc if len(xs) > 1 else ctx.elementwise("{0}", acc, dtype=acc.dtype)
+    lower.__name__ = op_type
+    return lower
+
+
+_variadic("Max", "__k_scalar.maximum({0}, {1})")
+_variadic("Min", "__k_scalar.minimum({0}, {1})")
+_variadic("Sum", "({0} + {1})")
+_variadic("Mean", "({0} + {1})", mean=True)
+
+
+@register("Where", 9)
+def Where(ctx, cond, x, y):
+    return ctx.elementwise("({1} if {0} else {2})", cond, x, y, dtype=x.dtype)
+
+
+# ---- Clip ------------------------------------------------------------------------------------
+@register("Clip", 1)
+def Clip_1(ctx, x, min=None, max=None, consumed_inputs=None):  # noqa: A002
+    lo = None if min is None else ctx.constant(np.array(min, x.dtype))
+    hi = None if max is None else ctx.constant(np.array(max, x.dtype))
+    return _clip(ctx, x, lo, hi)
 
 
 @register("Clip", 6)
 def Clip_6(ctx, x, min=-3.4028234663852886e38, max=3.4028234663852886e38):  # noqa: A002
-    lo, hi = ctx.constant(np.array(min, x.dtype)), ctx.constant(np.array(max, x.dtype))
-    return _clip(ctx, x, lo, hi)
+    return Clip_1(ctx, x, min, max)
 
 
 @register("Clip", 11)
@@ -108,6 +324,7 @@ def Clip_11(ctx, x, lo=None, hi=None):
 
 
 def _clip(ctx, x, lo, hi):
+    """np.clip: maximum with lo, then minimum with hi (NaN propagates; hi wins when lo > hi)."""
     y = x
     if lo is not None:
         y = ctx.elementwise("__k_scalar.maximum({0}, {1})", y, lo, dtype=x.dtype)
@@ -116,68 +333,69 @@ def _clip(ctx, x, lo, hi):
     return y if y is not x else ctx.elementwise("{0}", x, dtype=x.dtype)
 
 
-def _variadic(op_type, expr, since=1, finish=None):
-    @register(op_type, since)
-    def lower(ctx, *xs):
-        acc = xs[0]
-        for x in xs[1:]:
-            acc = ctx.elementwise(expr, acc, x, dtype=xs[0].dtype)
-        if finish:
-            return finish(ctx, acc, len(xs))
-        return acc if len(xs) > 1 else ctx.elementwise("{0}", acc, dtype=acc.dtype)
-    lower.__name__ = op_type
-    return lower
+# ---- Cast --------------------------------------------------------------------------------------
+# float -> integer casts go through helpers: LLVM leaves NaN / out-of-range conversions undefined.
+FLOAT_TO_INT = {"int8": "f2i32", "int16": "f2i32", "int32": "f2i32", "int64": "f2i64",
+                "uint8": "f2i32", "uint16": "f2i32", "uint32": "f2u32", "uint64": "f2u64"}
 
 
-def _mean_finish(ctx, acc, n):
-    return ctx.elementwise(f"({{0}} / {ctx.scalar(n, acc.dtype)})", acc, dtype=acc.dtype)
+def _cast(ctx, x, dtype):
+    """x converted to `dtype` as numpy's astype does."""
+    dtype = np.dtype(dtype)
+    if dtype == x.dtype:
+        return x
+    if dtype == BOOL:
+        return _ew(ctx, "({0} != {zero})", x, dtype=BOOL, ctype=x.dtype)
+    if x.dtype.kind == "f" and dtype.kind in "iu":
+        return ctx.elementwise(f"__k_scalar.{FLOAT_TO_INT[dtype.name]}({{0}})", x, dtype=dtype)
+    return ctx.elementwise("{0}", x, dtype=dtype)
 
 
-_variadic("Max", "__k_scalar.maximum({0}, {1})")
-_variadic("Min", "__k_scalar.minimum({0}, {1})")
-_variadic("Sum", "({0} + {1})")
-_variadic("Mean", "({0} + {1})", finish=_mean_finish)
-
-
-@register("Where", 9)
-def Where(ctx, cond, x, y):
-    return ctx.elementwise("({1} if {0} else {2})", cond, x, y, dtype=x.dtype)
+def _copy(ctx, x):
+    return ctx.elementwise("{0}", x, dtype=x.dtype)
 
 
 @register("Cast", 1)
 def Cast(ctx, x, to, saturate=1, round_mode="up"):
-    from ..ir import tensor_dtype
+    """`saturate` and `round_mode` only concern float8 targets, which cannot be compiled."""
+    if isinstance(to, str):  # Cast-1 names the type: "FLOAT", "INT64", ...
+        if to.upper() not in TensorProto.DataType.keys():
+            ctx.fail(f"unknown element type name {to!r}")
+        to = TensorProto.DataType.Value(to.upper())
     dtype = tensor_dtype(to)
-    if dtype is None:
-        ctx.fail(f"cast to element type {to} is not supported")
-    if dtype == np.bool_:
-        return ctx.elementwise("({0} != 0)", x, dtype=dtype)
-    return ctx.elementwise("{0}", x, dtype=dtype)
+    if dtype not in NUMBA_DTYPES:
+        name = TensorProto.DataType.Name(to) if to in TensorProto.DataType.values() else to
+        ctx.fail(f"cast to {name} cannot be compiled (Numba holds float32/64, int8-64, "
+                 "uint8-64 and bool)")
+    y = _cast(ctx, x, dtype)
+    return y if y is not x else _copy(ctx, x)
 
 
 @register("CastLike", 15)
 def CastLike(ctx, x, like, saturate=1, round_mode="up"):
-    if like.dtype == np.bool_:
-        return ctx.elementwise("({0} != 0)", x, dtype=like.dtype)
-    return ctx.elementwise("{0}", x, dtype=like.dtype)
+    y = _cast(ctx, x, like.dtype)
+    return y if y is not x else _copy(ctx, x)
 
 
+# ---- BatchNormalization (inference) ----------------------------------------------------------
 @register("BatchNormalization", 1)
-def BatchNormalization(ctx, x, scale, bias, mean, var, epsilon=1e-5, momentum=0.9,
+def BatchNormalization(ctx, x, scale, bias, mean, var, epsilon=f32(1e-5), momentum=f32(0.9),
                        spatial=1, is_test=1, consumed_inputs=None, training_mode=0):
     """Inference form: y = (x - mean) / sqrt(var + eps) * scale + bias, per channel."""
     if training_mode:
         ctx.fail("training_mode=1 is not supported")
+    # Per-channel vectors align with axis 1; spatial=0 (opset < 9) stats already have x's C,H,W.
     per_channel = (x.shape[1],) + (1,) * (x.rank - 2)
     if all(v.is_const for v in (scale, bias, mean, var)):
-        # Fold to y = x * a + b with constant per-channel a, b.
+        # Fold to y = x * a + b with constant a, b.
         a = scale.const / np.sqrt(var.const + np.asarray(epsilon, var.dtype))
         b = bias.const - mean.const * a
-        a = ctx.constant(a.astype(x.dtype).reshape(per_channel))
-        b = ctx.constant(b.astype(x.dtype).reshape(per_channel))
+        shape = per_channel if scale.rank <= 1 else scale.shape
+        a = ctx.constant(a.astype(x.dtype).reshape(shape))
+        b = ctx.constant(b.astype(x.dtype).reshape(shape))
         return ctx.elementwise("({0} * {1} + {2})", x, a, b, dtype=x.dtype)
-    eps = ctx.scalar(epsilon, x.dtype)
-    shaped = [ctx.call(f"{{0}}.reshape({ctx.lit(per_channel)})", v, shape=per_channel, dtype=v.dtype)
+    shaped = [v if v.rank > 1 else ctx.call(f"{{0}}.reshape({ctx.lit(per_channel)})", v,
+                                            shape=per_channel, dtype=v.dtype)
               for v in (scale, bias, mean, var)]
-    return ctx.elementwise(f"(({{0}} - {{3}}) / __np.sqrt({{4}} + {eps}) * {{1}} + {{2}})",
-                           x, *shaped, dtype=x.dtype)
+    return _ew(ctx, "(({0} - {3}) / __np.sqrt({4} + {eps}) * {1} + {2})", x, *shaped,
+               dtype=x.dtype, eps=epsilon)

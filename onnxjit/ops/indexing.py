@@ -35,7 +35,7 @@ def Gather(ctx, data, indices, axis=0):
         k = int(indices.const) % n
         index = ", ".join([":"] * axis + [ctx.lit(k)])
         return ctx.call(f"__np.ascontiguousarray({{0}}[{index}])", data, shape=shape,
-                        dtype=data.dtype)
+                        dtype=data.dtype, view=True)
     expr = (f"__k_indexing.gather({as3d(ctx, data, axis)}, {flat_src(ctx, (indices.size,))})"
             f".reshape({ctx.lit(shape)})")
     return ctx.call(expr, data, indices, shape=shape, dtype=data.dtype)
@@ -53,7 +53,7 @@ def GatherElements(ctx, data, indices, axis=0):
         # Indices smaller than data on other axes: read the matching corner of data.
         index = ", ".join(":" if a == axis else f"0:{ctx.lit(i)}" for a, i in enumerate(indices.shape))
         corner = tuple(data.shape[a] if a == axis else i for a, i in enumerate(indices.shape))
-        src = ctx.call(f"__np.ascontiguousarray({{0}}[{index}])", data, shape=corner, dtype=data.dtype)
+        src = ctx.call(f"__np.ascontiguousarray({{0}}[{index}])", data, shape=corner, dtype=data.dtype, view=True)
     i3 = (prod(indices.shape[:axis]), indices.shape[axis], prod(indices.shape[axis + 1:]))
     expr = (f"__k_indexing.gather_elements({as3d(ctx, src, axis)}, {flat_src(ctx, i3)})"
             f".reshape({ctx.lit(indices.shape)})")

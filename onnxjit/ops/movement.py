@@ -37,7 +37,7 @@ def reshape(ctx, x, shape):
     if shape == x.shape:
         return x
     return ctx.call(f"__np.ascontiguousarray({{0}}).reshape({ctx.lit(shape)})", x,
-                    shape=shape, dtype=x.dtype)
+                    shape=shape, dtype=x.dtype, view=True)
 
 
 def as3d(ctx, x, axis):
@@ -114,12 +114,12 @@ def Dropout(ctx, x, ratio=None, training_mode=None, is_test=0, consumed_inputs=N
         r = "0.5" if ratio is None else "__np.ascontiguousarray({2}).reshape(1)[0]"
         x = ctx.call(f"__k_movement.dropout_inference({{0}}, "
                      f"__np.ascontiguousarray({{1}}).reshape(1)[0], {r})",
-                     x, training_mode, ratio, shape=x.shape, dtype=x.dtype)
+                     x, training_mode, ratio, shape=x.shape, dtype=x.dtype, view=True)
     elif training_mode is not None and bool(training_mode.const):
         if ratio is not None and ratio.const is None:
             x = ctx.call("__k_movement.dropout_inference({0}, True, "
                          "__np.ascontiguousarray({1}).reshape(1)[0])",
-                         x, ratio, shape=x.shape, dtype=x.dtype)
+                         x, ratio, shape=x.shape, dtype=x.dtype, view=True)
         elif ratio is None or float(ratio.const) != 0.0:
             ctx.fail("training mode with a non-zero ratio is random and not supported")
     if len(ctx.node.output) < 2 or not ctx.node.output[1]:
@@ -206,7 +206,7 @@ def transpose(ctx, x, perm):
     if list(perm) == list(range(x.rank)):
         return x
     return ctx.call(f"__np.ascontiguousarray(__np.transpose({{0}}, {ctx.lit(tuple(perm))}))", x,
-                    shape=shape, dtype=x.dtype)
+                    shape=shape, dtype=x.dtype, view=True)
 
 
 @register("Transpose", 1)
@@ -282,7 +282,7 @@ def split_sizes(ctx, x, axis, sizes):
         parts.append(f"__np.ascontiguousarray({{0}}{axis_slice(ctx, axis, at, at + s)})")
         outs.append((x.shape[:axis] + (s,) + x.shape[axis + 1:], x.dtype))
         at += s
-    return ctx.call_multi("(" + ", ".join(parts) + ",)", x, outs=outs)
+    return ctx.call_multi("(" + ", ".join(parts) + ",)", x, outs=outs, view=True)
 
 
 def even_split(ctx, dim, n, exact):
@@ -345,7 +345,7 @@ def slice_values(ctx, x, starts, ends, axes, steps):
     if identity:
         return x
     return ctx.call(f"__np.ascontiguousarray({{0}}[{', '.join(index)}])", x,
-                    shape=tuple(shape), dtype=x.dtype)
+                    shape=tuple(shape), dtype=x.dtype, view=True)
 
 
 @register("Slice", 1)
@@ -371,7 +371,7 @@ def Expand(ctx, x, shape):
     if out == x.shape:
         return x
     return ctx.call(f"__np.ascontiguousarray(__np.broadcast_to({{0}}, {ctx.lit(out)}))", x,
-                    shape=out, dtype=x.dtype)
+                    shape=out, dtype=x.dtype, view=True)
 
 
 def tile(ctx, x, repeats):
