@@ -1,6 +1,9 @@
 """Emit: render the planned kernels as a Python module of Numba functions."""
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -30,6 +33,20 @@ class Module:
     weights: list                      # constant arrays, passed after the inputs
     segments: list = field(default_factory=list)
     kernels: list = field(default_factory=list)
+
+
+@functools.lru_cache(maxsize=None)
+def kernels_digest():
+    """Hash of the library kernels' source. Numba's cache does not notice when a callee changes,
+    so the generated module (whose name is the hash of its text) names the kernels it was built
+    against: new kernels mean a new module and fresh machine code."""
+    digest = hashlib.sha256()
+    folder = os.path.join(os.path.dirname(__file__), "kernels")
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py"):
+            with open(os.path.join(folder, name), "rb") as f:
+                digest.update(name.encode() + f.read())
+    return digest.hexdigest()[:16]
 
 
 def comment_text(text, limit=60):
@@ -73,7 +90,7 @@ class Emitter:
         entry, segments = self.entry(statements, buf)
         header = template("module.py.tmpl").substitute(
             model_label=comment_text(self.model_label), signature=self.signature_text(),
-            n_kernels=len(self.kernels), entry_kind="njit" if segments[0].name == entry else
+            n_kernels=len(self.kernels), kernels_digest=kernels_digest(), entry_kind="njit" if segments[0].name == entry else
             f"Python driver over {len(segments)} njit segments", imports=self.imports(buf.getvalue()))
         source = header + "\n" + buf.getvalue()
         weights = [np.ascontiguousarray(w.const) for w in self.weights]

@@ -1,7 +1,8 @@
 """Scalar helpers called from fused loop bodies (numpy semantics for NaN, division, casts).
 
-Each is inlined into the fused loop. They take no literal float constants (a bare literal would
-promote float32 math to float64): lowerings pass typed constants in the expression instead.
+Each is inlined into the fused loop. Their arithmetic uses no float literals (a bare literal
+promotes float32 math to float64): lowerings put typed constants in the expression instead.
+Integer helpers take 64-bit operands (the lowering widens), so each has one operand type.
 """
 import numpy as np
 from numba import njit
@@ -23,7 +24,8 @@ def minimum(a, b):
 
 
 # Integer division and remainder. `a - a` is the zero of a's type (a literal 0 would mix int64
-# with uint64, which Numba types as float64). b == -1 is handled apart: MIN // -1 traps on x86.
+# with uint64, which Numba types as float64). b == -1 is handled apart: MIN // -1 overflows
+# (numpy gives MIN for the quotient, 0 for the remainder).
 
 @njit(cache=True, inline="always")
 def int_div(a, b):
