@@ -71,19 +71,51 @@ def main(argv=None):
     args = parser.parse_args(argv)
     names = sorted(n for n in _items() if re.search(args.pattern, n))
     start = time.perf_counter()
-    results = []
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(args.jobs, maxtasksperchild=50) as pool:
-        for i, result in enumerate(pool.imap_unordered(run_test, names, chunksize=4)):
-            results.append(result)
-            if sys.stderr.isatty():
-                print(f"\r{i + 1}/{len(names)}", end="", file=sys.stderr, flush=True)
+    results = run_all(names, args.jobs)
     report(results, time.perf_counter() - start, args.failures)
     if args.json:
         with open(args.json, "w") as f:
             json.dump([dict(zip(("name", "kind", "status", "message", "ops"), r)) for r in results],
                       f, indent=1)
     return 0
+
+
+def run_all(names, jobs):
+    """Results of every test, in worker processes. A crash in native code kills a worker and
+    breaks the pool: the tests it took down are rerun one process each, and a test that
+    crashes on its own counts as failed."""
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    results, broken = [], []
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
+        for name, future in [(n, pool.submit(run_test, n)) for n in names]:
+            try:
+                results.append(future.result())
+            except BrokenProcessPool:
+                broken.append(name)
+            _progress(len(results), len(names))
+    with ThreadPoolExecutor(jobs) as threads:
+        results.extend(threads.map(_run_isolated, broken))
+    return results
+
+
+def _progress(done, total):
+    if sys.stderr.isatty():
+        print(f"\r{done}/{total}", end="", file=sys.stderr, flush=True)
+
+
+def _run_isolated(name, timeout=900):
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=lambda: send.send(run_test(name)))
+    child.start()
+    result = receive.recv() if receive.poll(timeout) else None
+    child.join(5)
+    if result is None:
+        child.kill()
+        return name, _items()[name][0], "fail", f"crashed (exit code {child.exitcode})", []
+    return result
 
 
 def report(results, seconds, list_failures=False):
