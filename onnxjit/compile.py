@@ -56,7 +56,8 @@ def _same_text(path, source):
 
 def numba_type(value):
     """The Numba array type of a Value (C-contiguous)."""
-    return numba.types.Array(numba.from_dtype(np.dtype(value.dtype)), len(value.shape), "C")
+    from .ir import compute_dtype
+    return numba.types.Array(numba.from_dtype(compute_dtype(value.dtype)), len(value.shape), "C")
 
 
 def compile_segments(module, segments):

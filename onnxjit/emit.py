@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .ir import NameTable
+from .ir import NARROW_FLOATS, NameTable, compute_dtype
 from .source import LineBuffer, dtype_src, lit, scalar_lit, template
 
 # Above this many statements the entry is split into njit segments driven from Python:
@@ -93,7 +93,7 @@ class Emitter:
             n_kernels=len(self.kernels), kernels_digest=kernels_digest(), entry_kind="njit" if segments[0].name == entry else
             f"Python driver over {len(segments)} njit segments", imports=self.imports(buf.getvalue()))
         source = header + "\n" + buf.getvalue()
-        weights = [np.ascontiguousarray(w.const) for w in self.weights]
+        weights = [np.ascontiguousarray(w.const, dtype=compute_dtype(w.dtype)) for w in self.weights]
         return Module(source, entry, weights, segments, self.kernels)
 
     def signature_text(self):
@@ -244,7 +244,9 @@ class FusedWriter:
             args = [scalars.get(id(v)) or scalar_lit(v.const.reshape(-1)[0], v.dtype)
                     for v in step.inputs]
             name = f"v{n}"
-            buf.line(f"{name} = {dtype_src(out.dtype)}({step.expr.format(*args)})")
+            cast = (f"__k_scalar.{NARROW_FLOATS[out.dtype]}" if out.dtype in NARROW_FLOATS
+                    else dtype_src(out.dtype))
+            buf.line(f"{name} = {cast}({step.expr.format(*args)})")
             scalars[id(out)] = name
             if id(out) in outs:
                 buf.line(f"{outs[id(out)]}[{', '.join(idx)}] = {name}")

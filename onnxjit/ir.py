@@ -19,6 +19,23 @@ NUMBA_DTYPES = {
 }
 
 
+def _narrow_floats():
+    import ml_dtypes
+    return {np.dtype(np.float16): "round_f16", np.dtype(ml_dtypes.bfloat16): "round_bf16"}
+
+
+# Floats Numba cannot hold: stored in float32 arrays inside compiled code, every elementwise
+# result rounded to the narrow type (kernels/scalar.py), converted at the graph's edges.
+NARROW_FLOATS = _narrow_floats()
+COMPILABLE_DTYPES = NUMBA_DTYPES | set(NARROW_FLOATS)
+
+
+def compute_dtype(dtype):
+    """The dtype compiled code holds a value of `dtype` in."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float32) if dtype in NARROW_FLOATS else dtype
+
+
 @dataclass(eq=False)
 class Value:
     """A tensor in the specialized graph: concrete shape and dtype, and its value when folded."""

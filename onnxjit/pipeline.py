@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from . import registry
 from .compile import compile_segments, load_source
 from .emit import Emitter
-from .ir import Value
+import numpy as np
+
+from .ir import NARROW_FLOATS, Value
 from .plan import plan
 from .specialize import specialize
 
@@ -51,9 +53,27 @@ def compile_model(model, signature, label="model", profile=False, values=None):
     # matching (~0.4 us): rep.run only calls it with arrays whose shape, dtype and layout match.
     single = generated.segments[0].name == generated.entry
     fn = entries[0] if single else getattr(module, generated.entry)
+    fn = _narrow_edges(fn, program)
     return CompiledGraph(signature, fn, tuple(generated.weights),
                          generated.source, kernels, program, time.perf_counter() - start,
                          module.__file__, module)
+
+
+def _narrow_edges(fn, program):
+    """`fn` converting float16/bfloat16 inputs to float32 and outputs back (they are held in
+    float32 inside compiled code); `fn` itself when the graph has none at its edges."""
+    widen = [i for i, v in enumerate(program.inputs) if v.dtype in NARROW_FLOATS]
+    narrow = [v.dtype if v.dtype in NARROW_FLOATS else None for v in program.outputs]
+    if not widen and not any(narrow):
+        return fn
+
+    def run_narrow(*args):
+        args = list(args)
+        for i in widen:
+            args[i] = args[i].astype(np.float32)
+        outs = fn(*args)
+        return tuple(o if d is None else o.astype(d) for o, d in zip(outs, narrow))
+    return run_narrow
 
 
 def unsupported_ops(model):

@@ -15,9 +15,10 @@ DTYPE_SRC[np.dtype(bool)] = "__np.bool_"
 
 
 def dtype_src(dtype):
-    """Source naming a numpy dtype Numba supports."""
+    """Source naming the dtype compiled code holds `dtype` in (float32 for narrow floats)."""
+    from .ir import compute_dtype
     try:
-        return DTYPE_SRC[np.dtype(dtype)]
+        return DTYPE_SRC[compute_dtype(dtype)]
     except KeyError:
         raise TypeError(f"dtype {np.dtype(dtype)} has no compiled representation") from None
 
@@ -43,8 +44,9 @@ def lit(value):
 
 def scalar_lit(value, dtype):
     """Source for a scalar of the given dtype, e.g. `__np.float32(0.5)`."""
+    from .ir import compute_dtype
     dtype = np.dtype(dtype)
-    value = np.asarray(value).astype(dtype).item()
+    value = np.asarray(value).astype(dtype).astype(compute_dtype(dtype)).item()
     if dtype == np.bool_:
         return lit(bool(value))
     return f"{dtype_src(dtype)}({lit(value)})"

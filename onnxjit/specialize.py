@@ -9,7 +9,7 @@ import onnx
 
 from . import registry
 from .errors import LoweringError, ModelError, NeedsInputValue, UnsupportedOpError
-from .ir import NUMBA_DTYPES, Value, attributes, const_value, initializers
+from .ir import COMPILABLE_DTYPES, Value, attributes, const_value, initializers
 from .source import dtype_src, lit, scalar_lit
 
 # Ops whose output is not a function of their inputs: never folded at compile time.
@@ -136,7 +136,7 @@ class LoweringContext:
 
     def _check_dtype(self, dtype, *values):
         for v in values:
-            if v is not None and v.dtype not in NUMBA_DTYPES:
+            if v is not None and v.dtype not in COMPILABLE_DTYPES:
                 self.fail(f"dtype {v.dtype} of {v.name or 'a value'} cannot be compiled")
 
 
@@ -194,9 +194,10 @@ def specialize(model: onnx.ModelProto, input_values) -> Program:
     graph = model.graph
     model_opsets = {(e.domain or ""): e.version for e in model.opset_import}
     for v in input_values:
-        if v.dtype not in NUMBA_DTYPES:
+        if v.dtype not in COMPILABLE_DTYPES:
             raise LoweringError(f"input {v.name!r} has dtype {v.dtype}, which onnxjit cannot "
-                                "compile (Numba holds float32/64, int8-64, uint8-64 and bool)")
+                                "compile (it holds float16/32/64, bfloat16, int8-64, uint8-64 "
+                                "and bool)")
     program = Program(list(input_values), [], [], [], _use_counts(graph))
     env = {name: const_value(a, name) for name, a in initializers(graph).items()}
     env.update({v.name: v for v in input_values})

@@ -4,6 +4,8 @@ Each is inlined into the fused loop. Their arithmetic uses no float literals (a 
 promotes float32 math to float64): lowerings put typed constants in the expression instead.
 Integer helpers take 64-bit operands (the lowering widens), so each has one operand type.
 """
+import math
+
 import numpy as np
 from numba import njit
 
@@ -143,3 +145,29 @@ def sigmoid(x):
         return 1.0 / (1.0 + np.exp(-x))
     e = np.exp(x)
     return e / (1.0 + e)
+
+
+@njit(cache=True, inline="always")
+def _round_to_precision(x, bits, min_exponent, largest):
+    """x rounded to a float with `bits` of significand (ties to even), as float32."""
+    a = abs(np.float64(x))
+    if a == 0.0 or not a < np.inf:
+        return np.float32(x)
+    _, e = math.frexp(a)                    # a = m * 2**e with 0.5 <= m < 1
+    q = 2.0 ** max(e - bits, min_exponent)  # the spacing of the narrow type near a
+    r = np.rint(a / q) * q
+    if r > largest:
+        r = np.inf
+    return np.float32(r if x > 0 else -r)
+
+
+@njit(cache=True, inline="always")
+def round_f16(x):
+    """x rounded to float16 (held in float32): 11-bit significand, subnormals down to 2**-24."""
+    return _round_to_precision(x, 11, -24, 65504.0)
+
+
+@njit(cache=True, inline="always")
+def round_bf16(x):
+    """x rounded to bfloat16 (held in float32): 8-bit significand."""
+    return _round_to_precision(x, 8, -133, 3.3895313892515355e38)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from ..ir import NUMBA_DTYPES, tensor_dtype
+from ..ir import COMPILABLE_DTYPES, tensor_dtype
 from ..registry import register
 
 BOOL = np.dtype(np.bool_)
@@ -363,10 +363,10 @@ def Cast(ctx, x, to, saturate=1, round_mode="up"):
             ctx.fail(f"unknown element type name {to!r}")
         to = TensorProto.DataType.Value(to.upper())
     dtype = tensor_dtype(to)
-    if dtype not in NUMBA_DTYPES:
+    if dtype not in COMPILABLE_DTYPES:
         name = TensorProto.DataType.Name(to) if to in TensorProto.DataType.values() else to
-        ctx.fail(f"cast to {name} cannot be compiled (Numba holds float32/64, int8-64, "
-                 "uint8-64 and bool)")
+        ctx.fail(f"cast to {name} cannot be compiled (onnxjit holds float16/32/64, bfloat16, "
+                 "int8-64, uint8-64 and bool)")
     y = _cast(ctx, x, dtype)
     return y if y is not x else _copy(ctx, x)
 
