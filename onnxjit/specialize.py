@@ -107,15 +107,35 @@ class LoweringContext:
         return values
 
     def require_const(self, value, what):
-        """The value of `value` at compile time. A graph input here makes the backend specialize
-        on that input's contents (it becomes part of the signature); anything else computed at
-        run time is refused with a clear error."""
+        """The value of `value` at compile time. When it is (or is computed only from) small
+        graph inputs, the backend specializes on those inputs' contents (they become part of
+        the signature); anything else computed at run time is refused with a clear error."""
         if value.is_const:
             return value.const
-        if any(value is v for v in self.program.inputs):
-            raise NeedsInputValue(value.name)
+        source = self._small_input_source(value)
+        if source is not None:
+            raise NeedsInputValue(source.name)
         self.fail(f"the {what} input must be known at compile time (a constant, an initializer "
-                  "or a graph input), but it is computed at run time")
+                  "or computed from small graph inputs), but it is computed at run time")
+
+    def _small_input_source(self, value, limit=64):
+        """A non-constant graph input that `value` is computed from, if every leaf of its
+        computation is a constant or a graph input of at most `limit` elements; else None."""
+        found, stack, seen = None, [value], set()
+        while stack:
+            v = stack.pop()
+            if v is None or v.is_const or id(v) in seen:
+                continue
+            seen.add(id(v))
+            if any(v is i for i in self.program.inputs):
+                if v.size > limit:
+                    return None
+                found = found or v
+            elif v.producer is None:
+                return None
+            else:
+                stack.extend(v.producer.inputs)
+        return found
 
     def uses(self, value):
         """How many node inputs (and graph outputs) read `value`, under any of its names."""

@@ -252,11 +252,26 @@ def test_shape_like_graph_inputs_specialize_on_their_values(op, inputs, other):
     assert (rep.cache_info()["misses"], rep.cache_info()["signatures"]) == (2, 2)
 
 
-def test_shape_computed_at_run_time_is_refused():
+def test_shape_computed_from_small_inputs_specializes():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])
     s = helper.make_tensor_value_info("s", TensorProto.INT64, [2])
     nodes = [helper.make_node("Abs", ["s"], ["a"]), helper.make_node("Reshape", ["x", "a"], ["y"])]
     graph = helper.make_graph(nodes, "g", [x, s], [helper.make_empty_tensor_value_info("y")])
+    rep = onnxjit.backend.prepare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    data = np.arange(24, dtype=np.float32).reshape(4, 6)
+    np.testing.assert_array_equal(rep.run([data, i64(-6, 4)])[0], data.reshape(6, 4))
+    np.testing.assert_array_equal(rep.run([data, i64(3, -8)])[0], data.reshape(3, 8))
+
+
+def test_shape_computed_from_a_data_tensor_is_refused():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])
+    big = helper.make_tensor_value_info("big", TensorProto.INT64, [100])
+    starts = helper.make_tensor("starts", TensorProto.INT64, [1], [0])
+    ends = helper.make_tensor("ends", TensorProto.INT64, [1], [2])
+    nodes = [helper.make_node("Slice", ["big", "starts", "ends"], ["a"]),
+             helper.make_node("Reshape", ["x", "a"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [x, big], [helper.make_empty_tensor_value_info("y")],
+                              [starts, ends])
     with pytest.raises(LoweringError, match="the shape input must be known at compile time"):
         onnxjit.backend.prepare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
 
