@@ -1,0 +1,240 @@
+"""Quantization ops: (De)QuantizeLinear, DynamicQuantizeLinear and the integer/QLinear
+MatMul and Conv.
+
+Integer products are computed exactly in float64 (zero points subtracted first) with the float
+MatMul/Conv kernels, then rounded half to even and saturated like the reference.
+"""
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper
+
+from ..ir import NUMBA_DTYPES
+from ..kernels import shapes
+from ..registry import register
+
+F64 = np.dtype(np.float64)
+I32 = np.dtype(np.int32)
+NARROW = {np.dtype(np.float16): "__k_scalar.round_f16"}
+
+
+def _reshape(ctx, v, shape):
+    """`v` reshaped (no copy; folded when constant)."""
+    shape = tuple(int(d) for d in shape)
+    if v.shape == shape:
+        return v
+    if v.is_const:
+        return ctx.constant(v.const.reshape(shape))
+    return ctx.call(f"{{0}}.reshape({ctx.lit(shape)})", v, shape=shape, dtype=v.dtype, view=True)
+
+
+def _axis(ctx, axis, rank):
+    if not -rank <= axis < rank:
+        ctx.fail(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def _param(ctx, v, x_shape, axis, block_size, what):
+    """A scale / zero point reshaped or expanded to broadcast against x (reference semantics)."""
+    if v is None or v.rank == 0:
+        return v
+    if v.size == 1:
+        return _reshape(ctx, v, ())
+    axis = _axis(ctx, axis, len(x_shape))
+    if not block_size:
+        if v.rank != 1 or v.size != x_shape[axis]:
+            ctx.fail(f"{what} of shape {v.shape} does not match axis {axis} of {x_shape}")
+        return _reshape(ctx, v, tuple(v.size if i == axis else 1 for i in range(len(x_shape))))
+    n, blocks = x_shape[axis], v.shape[axis] if v.rank == len(x_shape) else -1
+    same = v.shape[:axis] + v.shape[axis + 1:] == tuple(x_shape[:axis] + x_shape[axis + 1:])
+    if block_size < 0 or not same or blocks != -(-n // block_size):
+        ctx.fail(f"{what} of shape {v.shape} does not block {x_shape} by {block_size} "
+                 f"on axis {axis}")
+    three = (int(np.prod(x_shape[:axis])), blocks, int(np.prod(x_shape[axis + 1:])))
+    expr = (f"__k_quantize.block_expand({{0}}.reshape({ctx.lit(three)}), {ctx.lit(n)}, "
+            f"{ctx.lit(int(block_size))}).reshape({ctx.lit(tuple(x_shape))})")
+    return ctx.call(expr, v, shape=x_shape, dtype=v.dtype)
+
+
+def _quant_dtype(ctx, zp, output_dtype):
+    dtype = zp.dtype if zp is not None else (
+        helper.tensor_dtype_to_np_dtype(output_dtype) if output_dtype else np.dtype(np.uint8))
+    if dtype not in NUMBA_DTYPES or dtype.kind not in "iu":
+        ctx.fail(f"quantized type {dtype} is not supported")
+    return np.dtype(dtype)
+
+
+def _requantize(ctx, q_expr, inputs, zp, dtype):
+    """elementwise saturate(q_expr + zp) to the integer dtype; q_expr uses {0}.. of inputs."""
+    info = np.iinfo(dtype)
+    zp_src = f"{{{len(inputs)}}}" if zp is not None else "0"
+    inputs = list(inputs) + ([zp] if zp is not None else [])
+    expr = (f"__k_quantize.saturate({q_expr}, {zp_src}, {ctx.lit(float(info.min))}, "
+            f"{ctx.lit(float(info.max))})")
+    return ctx.elementwise(expr, *inputs, dtype=dtype)
+
+
+@register("QuantizeLinear", 10)
+def QuantizeLinear(ctx, x, y_scale, y_zero_point=None, axis=1, saturate=1, block_size=0,
+                   output_dtype=0, precision=0):
+    dtype = _quant_dtype(ctx, y_zero_point, output_dtype)
+    scale = _param(ctx, y_scale, x.shape, axis, block_size, "y_scale")
+    zp = _param(ctx, y_zero_point, x.shape, axis, block_size, "y_zero_point")
+    q = "{0} / {1}"
+    if precision:
+        p = ctx.dtype_src(helper.tensor_dtype_to_np_dtype(precision))
+        q = f"{p}({{0}}) / {p}({{1}})"
+    elif x.dtype in NARROW:
+        q = f"{NARROW[x.dtype]}({q})"   # the quotient of narrow floats is rounded to their type
+    return _requantize(ctx, q, [x, scale], zp, dtype)
+
+
+@register("DequantizeLinear", 10)
+def DequantizeLinear(ctx, x, x_scale, x_zero_point=None, axis=1, block_size=0, output_dtype=0):
+    if x.dtype.kind not in "iu":
+        ctx.fail(f"quantized type {x.dtype} is not supported")
+    out = helper.tensor_dtype_to_np_dtype(output_dtype) if output_dtype else x_scale.dtype
+    scale = _param(ctx, x_scale, x.shape, axis, block_size, "x_scale")
+    zp = _param(ctx, x_zero_point, x.shape, axis, block_size, "x_zero_point")
+    if zp is None:
+        return ctx.elementwise("__np.float32({0}) * {1}", x, scale, dtype=out)
+    # float32(x) - zp computes in numpy's promotion of float32 with the zero point's type
+    t = ctx.dtype_src(np.result_type(np.float32, zp.dtype))
+    return ctx.elementwise(f"({t}(__np.float32({{0}})) - {t}({{2}})) * {{1}}", x, scale, zp,
+                           dtype=out)
+
+
+@register("DynamicQuantizeLinear", 11)
+def DynamicQuantizeLinear(ctx, x):
+    if x.dtype != np.float32:
+        ctx.fail(f"dtype {x.dtype} is not supported (float32 only)")
+    expr = (f"__k_quantize.dynamic_quantize({{0}}.reshape(({ctx.lit(x.size)},)), "
+            f"{ctx.lit(x.shape)})")
+    return ctx.call_multi(expr, x, outs=[(x.shape, np.uint8), ((), np.float32), ((), np.uint8)])
+
+
+# ---- integer MatMul / Conv: exact float64 products of zero-point-centred operands -------------
+def _centred(ctx, v, zp):
+    """float64(v - zp), zp broadcast into v's shape."""
+    if zp is None:
+        return ctx.elementwise("__np.float64({0})", v, dtype=F64)
+    out = ctx.elementwise("__np.float64({0}) - __np.float64({1})", v, zp, dtype=F64)
+    if out.shape != v.shape:
+        ctx.fail(f"zero point of shape {zp.shape} does not fit an input of shape {v.shape}")
+    return out
+
+
+def _squeeze(ctx, v):
+    """A one-element parameter as 0-d (it then broadcasts against any rank)."""
+    return _reshape(ctx, v, ()) if v is not None and v.size == 1 else v
+
+
+def _per_row(ctx, v, rows):
+    """A scalar-like parameter squeezed to 0-d, a 1-D per-row one reshaped to (rows, 1)."""
+    if v is None or v.rank == 0 or v.size == 1:
+        return _squeeze(ctx, v)
+    if v.rank == 1:
+        if v.size != rows:
+            ctx.fail(f"per-row parameter of shape {v.shape} does not match {rows} rows")
+        return _reshape(ctx, v, (rows, 1))
+    return v
+
+
+def _operand(ctx, pre, full, three):
+    expr = f"{{}}.reshape({ctx.lit(pre)})"
+    if full is not None:
+        expr = f"__np.ascontiguousarray(__np.broadcast_to({expr}, {ctx.lit(full)}))"
+    return f"__np.ascontiguousarray({expr}.reshape({ctx.lit(three)}))"
+
+
+def _matmul_f64(ctx, a, b):
+    try:
+        plan = shapes.matmul_plan(a.shape, b.shape)
+    except ValueError as exc:
+        ctx.fail(str(exc))
+    lhs = _operand(ctx, plan.a_pre, plan.a_full, plan.a3).format("{0}")
+    rhs = _operand(ctx, plan.b_pre, plan.b_full, plan.b3).format("{1}")
+    expr = f"__k_matmul.matmul3({lhs}, {rhs}).reshape({ctx.lit(plan.out)})"
+    return ctx.call(expr, a, b, shape=plan.out, dtype=F64)
+
+
+def _scale_expr(dtype):
+    """a_scale * b_scale / y_scale over {1} {2} {3}, in the scales' own precision."""
+    r = NARROW.get(np.dtype(dtype))
+    return f"{r}({r}({{1}} * {{2}}) / {{3}})" if r else "{1} * {2} / {3}"
+
+
+def _int_types(ctx, *values):
+    for v in values:
+        if v is not None and v.dtype.kind not in "iu":
+            ctx.fail(f"dtype {v.dtype} of {v.name or 'an input'} is not an integer type")
+
+
+@register("MatMulInteger", 10)
+def MatMulInteger(ctx, a, b, a_zero_point=None, b_zero_point=None):
+    _int_types(ctx, a, b, a_zero_point, b_zero_point)
+    rows = a.shape[-2] if a.rank >= 2 else 1
+    ac = _centred(ctx, a, _per_row(ctx, a_zero_point, rows))
+    bc = _centred(ctx, b, _squeeze(ctx, b_zero_point))
+    return ctx.elementwise("{0}", _matmul_f64(ctx, ac, bc), dtype=I32)
+
+
+@register("QLinearMatMul", 10)
+def QLinearMatMul(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
+                  y_zero_point=None):
+    _int_types(ctx, a, b, a_zero_point, b_zero_point, y_zero_point)
+    rows = a.shape[-2] if a.rank >= 2 else 1
+    c = _matmul_f64(ctx, _centred(ctx, a, _per_row(ctx, a_zero_point, rows)),
+                    _centred(ctx, b, _squeeze(ctx, b_zero_point)))
+    params = [_per_row(ctx, a_scale, rows), _squeeze(ctx, b_scale), _squeeze(ctx, y_scale)]
+    q = f"{{0}} * __np.float64({_scale_expr(a_scale.dtype)})"
+    dtype = y_zero_point.dtype if y_zero_point is not None else a.dtype
+    return _requantize(ctx, q, [c] + params, _squeeze(ctx, y_zero_point), dtype)
+
+
+def _conv_f64(ctx, x, w, b, auto_pad, dilations, group, kernel_shape, pads, strides):
+    """Float64 Conv of centred operands; b is a float64 bias Value or None."""
+    if x.rank < 3 or w.rank != x.rank:
+        ctx.fail(f"input ranks {x.rank} and {w.rank} are not a batch of images and a kernel")
+    kernel = tuple(kernel_shape) if kernel_shape is not None else tuple(w.shape[2:])
+    s, p, d, out = shapes.conv_geometry(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
+    if b is None:
+        b = ctx.constant(np.zeros(w.shape[0], F64))
+    expr = (f"__k_conv.conv({{0}}, {{1}}, {{2}}, {ctx.lit(s)}, {ctx.lit(p)}, {ctx.lit(d)}, "
+            f"{ctx.lit(int(group))}, 0)")
+    return ctx.call(expr, x, w, b, shape=(x.shape[0], w.shape[0]) + tuple(out), dtype=F64)
+
+
+def _per_channel(ctx, v, w, lead):
+    """A scalar-like parameter as 0-d; a 1-D per-output-channel one shaped to broadcast against
+    the kernel (lead=0) or the output (lead=1)."""
+    if v is None or v.rank == 0 or v.size == 1:
+        return _squeeze(ctx, v)
+    if v.rank != 1 or v.size != w.shape[0]:
+        ctx.fail(f"per-channel parameter of shape {v.shape} does not match {w.shape[0]} channels")
+    return _reshape(ctx, v, (v.size,) + (1,) * (w.rank - 1 - lead))
+
+
+@register("ConvInteger", 10)
+def ConvInteger(ctx, x, w, x_zero_point=None, w_zero_point=None, auto_pad="NOTSET",
+                dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
+    _int_types(ctx, x, w, x_zero_point, w_zero_point)
+    xc = _centred(ctx, x, _squeeze(ctx, x_zero_point))
+    wc = _centred(ctx, w, _per_channel(ctx, w_zero_point, w, 0))
+    y = _conv_f64(ctx, xc, wc, None, auto_pad, dilations, group, kernel_shape, pads, strides)
+    return ctx.elementwise("{0}", y, dtype=I32)
+
+
+@register("QLinearConv", 10)
+def QLinearConv(ctx, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
+                y_zero_point=None, B=None, auto_pad="NOTSET", dilations=None, group=1,
+                kernel_shape=None, pads=None, strides=None):
+    _int_types(ctx, x, w, x_zero_point, w_zero_point, y_zero_point, B)
+    xc = _centred(ctx, x, _squeeze(ctx, x_zero_point))
+    wc = _centred(ctx, w, _per_channel(ctx, w_zero_point, w, 0))
+    bias = ctx.elementwise("__np.float64({0})", B, dtype=F64) if B is not None else None
+    y = _conv_f64(ctx, xc, wc, bias, auto_pad, dilations, group, kernel_shape, pads, strides)
+    params = [_squeeze(ctx, x_scale), _per_channel(ctx, w_scale, w, 1), _squeeze(ctx, y_scale)]
+    q = f"{{0}} * __np.float64({_scale_expr(x_scale.dtype)})"
+    dtype = y_zero_point.dtype if y_zero_point is not None else x.dtype
+    return _requantize(ctx, q, [y] + params, _squeeze(ctx, y_zero_point), dtype)

@@ -1,0 +1,275 @@
+"""Quantization and signal-processing ops against onnx's ReferenceEvaluator."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.helper import np_dtype_to_tensor_dtype
+from onnx.reference import ReferenceEvaluator
+
+import onnxjit.backend
+
+F32, F64, U8, I8, U16, I16, I32 = (np.float32, np.float64, np.uint8, np.int8, np.uint16,
+                                   np.int16, np.int32)
+
+
+def _model(op, inputs, n_out=1, opset=21, consts=None, **attrs):
+    """One node: `inputs` {name: array} are graph inputs, `consts` {name: array} initializers;
+    a name "" (or starting with "_skip") leaves that optional input out."""
+    consts = consts or {}
+    names = [("" if k.startswith("_skip") else k) for k in list(inputs) + list(consts)]
+    outs = [f"y{i}" for i in range(n_out)]
+    node = helper.make_node(op, names, outs, **attrs)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(k, np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for k, v in inputs.items() if not k.startswith("_skip")],
+        [helper.make_tensor_value_info(o, 0, None) for o in outs],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _check(model, feeds, atol=None):
+    """onnxjit's outputs equal the reference's: exactly for integers, within tolerance else."""
+    expected = ReferenceEvaluator(model).run(None, feeds)
+    got = onnxjit.backend.prepare(model).run(feeds)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        e = np.asarray(e)
+        assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, e.shape, g.dtype, e.dtype)
+        if e.dtype.kind == "f":
+            tol = 1e-5 if e.dtype == np.float32 else 1e-12
+            np.testing.assert_allclose(g, e, rtol=tol, atol=tol / 10 if atol is None else atol)
+        else:
+            np.testing.assert_array_equal(g, e)
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _ints(shape, dtype, seed=0):
+    info = np.iinfo(dtype)
+    return _rng(seed).integers(info.min, int(info.max) + 1, shape).astype(dtype)
+
+
+# ---- QuantizeLinear / DequantizeLinear -----------------------------------------------------
+# (x shape, scale shape, axis, block_size): per tensor (0-d and [1]), per axis, blocked
+LAYOUTS = [((2, 3, 4), (), 1, 0), ((5,), (1,), 0, 0), ((2, 3, 4), (3,), 1, 0),
+           ((2, 3, 4), (4,), -1, 0), ((3, 5), (3, 3), 1, 2), ((4, 2, 3), (2, 2, 3), 0, 2)]
+
+
+def _scale_zp(scale_shape, dtype, seed):
+    scale = (_rng(seed).uniform(0.05, 0.5, scale_shape)).astype(F32)
+    zp = _ints(scale_shape, dtype, seed + 1) // 2
+    return scale, zp.astype(dtype)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [U8, I8, U16, I16])
+def test_quantize_linear(layout, dtype):
+    shape, sshape, axis, block = layout
+    x = (_rng(1).standard_normal(shape) * 40).astype(F32)
+    scale, zp = _scale_zp(sshape, dtype, 2)
+    attrs = {"axis": axis} | ({"block_size": block} if block else {})
+    _check(_model("QuantizeLinear", {"x": x, "s": scale, "z": zp}, **attrs),
+           {"x": x, "s": scale, "z": zp})
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [U8, I16, I32])
+def test_dequantize_linear(layout, dtype):
+    shape, sshape, axis, block = layout
+    x = _ints(shape, dtype, 3)
+    scale, zp = _scale_zp(sshape, dtype, 4)
+    attrs = {"axis": axis} | ({"block_size": block} if block else {})
+    _check(_model("DequantizeLinear", {"x": x, "s": scale, "z": zp}, **attrs),
+           {"x": x, "s": scale, "z": zp})
+
+
+@pytest.mark.parametrize("opset", [19, 21, 23])  # the reference has no opset-10 Dequantize
+def test_quantize_dequantize_opsets_without_zero_point(opset):
+    x = (_rng(5).standard_normal((3, 4)) * 100).astype(F32)
+    x.flat[:6] = [0.25, 0.75, -1.25, 1.25, 1000, -1000]  # ties round to even; saturation
+    scale = np.array(0.5, F32)
+    _check(_model("QuantizeLinear", {"x": x}, opset=opset, consts={"s": scale}), {"x": x})
+    q = _ints((3, 4), U8, 6)
+    _check(_model("DequantizeLinear", {"q": q}, opset=opset, consts={"s": scale}), {"q": q})
+
+
+def test_quantize_output_dtype_and_float64_scale():
+    x = (_rng(7).standard_normal((4, 5)) * 30).astype(F64)
+    scale = np.array([0.3, 0.9, 0.1, 2.0], F64)
+    _check(_model("QuantizeLinear", {"x": x, "s": scale}, axis=0, output_dtype=TensorProto.INT8),
+           {"x": x, "s": scale})
+    q = _ints((4, 5), I8, 8)
+    _check(_model("DequantizeLinear", {"q": q, "s": scale}, axis=0), {"q": q, "s": scale})
+
+
+def test_quantize_bad_axis_is_refused():
+    x, s = np.zeros((2, 3), F32), np.ones(4, F32)
+    with pytest.raises(Exception, match="does not match"):
+        model = _model("QuantizeLinear", {"x": x, "s": s}, axis=1)
+        onnxjit.backend.prepare(model).run({"x": x, "s": s})
+
+
+@pytest.mark.parametrize("data", [
+    [0, 2, -3, -2.5, 1.34, 0.5], [-1.0, -2.1, -1.3, -2.5, -3.34, -4.0],
+    [1, 2.1, 1.3, 2.5, 3.34, 4.0], np.linspace(-7.3, 3.1, 24).reshape(2, 3, 4), [0.0, 0.0]])
+def test_dynamic_quantize_linear(data):
+    x = np.asarray(data, F32)
+    _check(_model("DynamicQuantizeLinear", {"x": x}, n_out=3, opset=11), {"x": x})
+
+
+# ---- MatMulInteger / QLinearMatMul -----------------------------------------------------------
+# (a shape, b shape, a zero-point shape, b zero-point shape)
+MATMULS = [((4, 3), (3, 2), (), ()), ((4, 3), (3, 5), (4, 1), (5,)),
+           ((2, 4, 3), (3, 2), (1,), (1,)), ((3,), (2, 3, 4), None, (4,)),
+           ((2, 1, 3, 5), (4, 5, 2), (2, 1, 3, 1), None)]
+
+
+@pytest.mark.parametrize("shapes", MATMULS)
+@pytest.mark.parametrize("types", [(U8, U8), (I8, U8)])
+def test_matmul_integer(shapes, types):
+    ashape, bshape, azs, bzs = shapes
+    a, b = _ints(ashape, types[0], 1), _ints(bshape, types[1], 2)
+    feeds = {"a": a, "b": b}
+    feeds["az" if azs is not None else "_skip_a"] = _ints(azs or (), types[0], 3)
+    if bzs is not None:
+        feeds["bz"] = _ints(bzs, types[1], 4)
+    _check(_model("MatMulInteger", feeds, opset=10),
+           {k: v for k, v in feeds.items() if not k.startswith("_skip")})
+
+
+@pytest.mark.parametrize("shapes", [((2, 4), (4, 3)), ((2, 2, 4), (2, 4, 3)), ((5, 6), (6, 7))])
+@pytest.mark.parametrize("dtype", [U8, I8])
+def test_qlinear_matmul(shapes, dtype):
+    a, b = _ints(shapes[0], dtype, 1), _ints(shapes[1], dtype, 2)
+    mid = 128 if dtype == U8 else 0
+    feeds = {"a": a, "as": np.array([0.0066], F32), "az": np.array([mid - 14], dtype),
+             "b": b, "bs": np.array(0.00705, F32), "bz": np.array(mid - 13, dtype),
+             "ys": np.array([0.0107], F32), "yz": np.array([mid - 9], dtype)}
+    _check(_model("QLinearMatMul", feeds, opset=21), feeds)
+
+
+# ---- ConvInteger / QLinearConv ---------------------------------------------------------------
+# (x shape, w shape, attributes)
+CONVS = [((1, 1, 5, 5), (2, 1, 3, 3), {}),
+         ((2, 3, 6, 5), (4, 3, 2, 2), {"pads": [1, 0, 1, 2], "strides": [2, 1]}),
+         ((1, 4, 6, 6), (4, 2, 3, 3), {"group": 2, "auto_pad": "SAME_UPPER"}),
+         ((1, 2, 9), (3, 2, 3), {"dilations": [2], "pads": [1, 1]})]
+
+
+@pytest.mark.parametrize("conv", CONVS)
+@pytest.mark.parametrize("dtype,per_channel", [(U8, False), (I8, True)])
+def test_conv_integer(conv, dtype, per_channel):
+    xs, ws, attrs = conv
+    per_channel = per_channel and len(ws) == 4  # the reference is per-channel for 2-D only
+    x, w = _ints(xs, dtype, 1), _ints(ws, dtype, 2)
+    wz = _ints((ws[0],) if per_channel else (), dtype, 4)
+    feeds = {"x": x, "w": w, "xz": _ints((), dtype, 3), "wz": wz}
+    _check(_model("ConvInteger", feeds, opset=10, **attrs), feeds)
+
+
+@pytest.mark.parametrize("conv", CONVS)
+@pytest.mark.parametrize("dtype,per_channel", [(U8, True), (I8, False)])
+def test_qlinear_conv(conv, dtype, per_channel):
+    xs, ws, attrs = conv
+    per_channel = per_channel and len(ws) == 4  # the reference is per-channel for 2-D only
+    m = ws[0]
+    feeds = {"x": _ints(xs, dtype, 1), "xs": np.array(0.02, F32), "xz": _ints((), dtype, 3) // 4,
+             "w": _ints(ws, dtype, 2),
+             "ws": _rng(5).uniform(0.001, 0.01, (m,) if per_channel else ()).astype(F32),
+             "wz": _ints((m,) if per_channel else (), dtype, 4) // 8,
+             "ys": np.array(0.3, F32), "yz": _ints((), dtype, 6) // 2,
+             "B": _rng(7).integers(-3000, 3000, m).astype(np.int32)}
+    _check(_model("QLinearConv", feeds, opset=10, **attrs), feeds)
+
+
+def test_qlinear_conv_without_bias():
+    feeds = {"x": _ints((1, 1, 7, 7), U8, 1), "xs": np.array(0.0037, F32),
+             "xz": np.array(132, U8), "w": np.zeros((1, 1, 1, 1), U8),
+             "ws": np.array([0.0017], F32), "wz": np.array([255], U8),
+             "ys": np.array(0.0016, F32), "yz": np.array(123, U8)}
+    _check(_model("QLinearConv", feeds, opset=10), feeds)
+
+
+# ---- DFT / STFT / windows / MelWeightMatrix --------------------------------------------------
+def _signal(shape, dtype, seed=0):
+    return _rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _spectral_check(model, feeds):
+    """DFT outputs: the reference's float32 FFT carries its own rounding, so the absolute
+    tolerance follows the magnitude of the result."""
+    e = np.asarray(ReferenceEvaluator(model).run(None, feeds)[0])
+    _check(model, feeds, atol=(1e-5 if e.dtype == F32 else 1e-12) * max(1.0, np.abs(e).max()))
+
+
+# (input shape, axis, inverse, onesided, dft_length)
+DFTS = [((2, 8, 1), 1, 0, 0, None), ((2, 8, 2), 1, 0, 0, None), ((1, 10, 6, 1), 2, 0, 1, None),
+        ((3, 7, 2), 1, 1, 0, None), ((2, 5, 2), 1, 1, 1, 8), ((2, 6, 2), 1, 1, 1, None),
+        ((2, 6, 1), 1, 0, 0, 9), ((2, 9, 2), 1, 0, 1, 4), ((4, 3, 5, 2), -2, 1, 0, 7)]
+
+
+@pytest.mark.parametrize("case", DFTS)
+@pytest.mark.parametrize("opset,dtype", [(17, F32), (20, F64)])
+def test_dft(case, opset, dtype):
+    shape, axis, inverse, onesided, n = case
+    x = _signal(shape, dtype)
+    feeds = {"x": x}
+    if n is not None:
+        feeds["n"] = np.array(n, np.int64)
+    elif opset >= 20:
+        feeds["_skip_n"] = x
+    attrs = {"inverse": inverse, "onesided": onesided}
+    if opset >= 20:
+        feeds["axis"] = np.array(axis, np.int64)
+    else:
+        attrs["axis"] = axis
+    model = _model("DFT", feeds, opset=opset, **attrs)
+    _spectral_check(model, {k: v for k, v in feeds.items() if not k.startswith("_skip")})
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("window,onesided,channels", [(None, 1, 1), ("hann", 1, 1),
+                                                      ("hann", 0, 2), (None, 0, 1)])
+def test_stft(dtype, window, onesided, channels):
+    x = _signal((2, 64, channels), dtype, 3)
+    feeds = {"x": x, "step": np.array(6, np.int64)}
+    if window:
+        feeds["w"] = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(16) / 16)).astype(dtype)
+    else:
+        feeds["_skip_w"] = x
+        feeds["len"] = np.array(16, np.int64)
+    model = _model("STFT", feeds, opset=17, onesided=onesided)
+    _spectral_check(model, {k: v for k, v in feeds.items() if not k.startswith("_skip")})
+
+
+@pytest.mark.parametrize("op", ["HannWindow", "HammingWindow", "BlackmanWindow"])
+@pytest.mark.parametrize("periodic,dtype", [(1, TensorProto.FLOAT), (0, TensorProto.DOUBLE)])
+def test_windows_with_size_as_graph_input(op, periodic, dtype):
+    size = np.array(10, np.int32)
+    model = _model(op, {"n": size}, opset=17, periodic=periodic, output_datatype=dtype)
+    _check(model, {"n": size})
+    # a new size recompiles: the size is part of the signature
+    _check(model, {"n": np.array(7, np.int32)})
+
+
+def test_mel_weight_matrix_with_graph_inputs():
+    feeds = {"bins": np.array(8, np.int32), "n": np.array(16, np.int32),
+             "rate": np.array(8192, np.int32), "lo": np.array(0, F32),
+             "hi": np.array(4096, F32)}
+    _check(_model("MelWeightMatrix", feeds, opset=17), feeds)
+
+
+def test_window_feeding_stft_compiles():
+    """A window computed from a constant size folds and feeds a compiled STFT."""
+    x = _signal((1, 40, 1), F32, 9)
+    const = lambda name, v: helper.make_node(  # noqa: E731
+        "Constant", [], [name], value=numpy_helper.from_array(np.array(v, np.int64)))
+    nodes = [const("n", 8), helper.make_node("HannWindow", ["n"], ["w"]), const("s", 4),
+             helper.make_node("STFT", ["x", "s", "w"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", 0, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    _spectral_check(model, {"x": x})
