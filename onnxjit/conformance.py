@@ -68,11 +68,15 @@ def main(argv=None):
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--json", help="write per-test results to this file")
     parser.add_argument("--failures", action="store_true", help="list each failing test")
+    parser.add_argument("--write-exclusions", metavar="FILE",
+                        help="write the failing tests, each with its error as the reason")
     args = parser.parse_args(argv)
     names = sorted(n for n in _items() if re.search(args.pattern, n))
     start = time.perf_counter()
     results = run_all(names, args.jobs)
     report(results, time.perf_counter() - start, args.failures)
+    if args.write_exclusions:
+        write_exclusions(results, args.write_exclusions)
     if args.json:
         with open(args.json, "w") as f:
             json.dump([dict(zip(("name", "kind", "status", "message", "ops"), r)) for r in results],
@@ -116,6 +120,18 @@ def _run_isolated(name, timeout=900):
         child.kill()
         return name, _items()[name][0], "fail", f"crashed (exit code {child.exitcode})", []
     return result
+
+
+def write_exclusions(results, path):
+    """The exclusion file the test suite reads: `test_name  # why it does not pass yet`."""
+    lines = ["# Backend-suite tests onnxjit does not pass yet, each with the reason (its error).",
+             "# Written by `python -m onnxjit.conformance --write-exclusions`; it only shrinks."]
+    for name, _, status, message, _ in sorted(results):
+        if status != "pass":
+            reason = " ".join(message.split())[:160] or status
+            lines.append(f"{name}  # {reason}")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def report(results, seconds, list_failures=False):
