@@ -1,4 +1,5 @@
-"""Command line: `python -m onnxjit demo [MODEL.onnx]`, `python -m onnxjit conformance ...`."""
+"""Command line: `onnxjit demo [MODEL.onnx]`, `onnxjit bench [MODEL.onnx ...]`,
+`onnxjit show MODEL.onnx`, `onnxjit conformance ...` (also as `python -m onnxjit ...`)."""
 from __future__ import annotations
 
 import argparse
@@ -82,6 +83,8 @@ def main(argv=None):
     p.set_defaults(func=demo)
     c = sub.add_parser("conformance", help="run the ONNX backend test suite", add_help=False)
     c.set_defaults(func=None)
+    b = sub.add_parser("bench", help="benchmark onnxjit against ONNX Runtime", add_help=False)
+    b.set_defaults(func=None)
     s = sub.add_parser("show", help="print a model's fusion plan and generated source",
                        add_help=False)
     s.set_defaults(func=None)
@@ -89,6 +92,9 @@ def main(argv=None):
     if args.command == "conformance":
         from .conformance import main as conformance_main
         return conformance_main(rest)
+    if args.command == "bench":
+        from .bench import main as bench_main
+        return bench_main(rest)
     if args.command == "show":
         from .explain import show_main
         return show_main(rest)

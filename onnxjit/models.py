@@ -1,0 +1,194 @@
+"""The built-in benchmark suite: small models built with `onnx.helper` (no downloads).
+
+Weights come from a seeded numpy RNG, so every build of a model is byte-identical (and so is the code
+onnxjit generates for it, which keeps the disk cache warm between runs). Opset 21 throughout.
+"""
+from __future__ import annotations
+
+import glob
+import math
+import os
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 21
+SEED = 20240601
+
+
+class _Builder:
+    """Collects nodes and initializers; names are generated so the graph reads top to bottom."""
+
+    def __init__(self, name, seed=SEED):
+        self.name = name
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits, self._count = [], [], 0
+
+    def fresh(self, stem):
+        self._count += 1
+        return f"{stem}_{self._count}"
+
+    def const(self, stem, array):
+        """An initializer holding `array` (its dtype is kept)."""
+        name = self.fresh(stem)
+        self.inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def weight(self, stem, shape, fan_in):
+        """He-initialized float32 weights, so activations stay O(1) through the layers."""
+        w = self.rng.standard_normal(shape) * math.sqrt(2.0 / fan_in)
+        return self.const(stem, w.astype(np.float32))
+
+    def op(self, op_type, inputs, **attrs):
+        """Add one node with a single fresh output; returns the output name."""
+        out = self.fresh(op_type.lower())
+        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=out + "_node", **attrs))
+        return out
+
+    def model(self, inputs, outputs):
+        graph = helper.make_graph(self.nodes, self.name, inputs, outputs, initializer=self.inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                                 producer_name="onnxjit.models")
+
+
+def _f32(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
+
+
+def _scalar(value):
+    return np.array(value, dtype=np.float32)
+
+
+def _gelu(b, x):
+    """GELU, erf form: 0.5 * x * (1 + erf(x / sqrt(2)))."""
+    e = b.op("Erf", [b.op("Div", [x, b.const("sqrt2", _scalar(math.sqrt(2.0)))])])
+    half_x = b.op("Mul", [x, b.const("half", _scalar(0.5))])
+    return b.op("Mul", [half_x, b.op("Add", [e, b.const("one", _scalar(1.0))])])
+
+
+def _output(b, x, name, shape):
+    """Make value `x` (the last node's output) the graph output `name`."""
+    if b.nodes[-1].output[0] != x:
+        raise ValueError(f"{x!r} is not the output of the last node")
+    b.nodes[-1].output[0] = name
+    return _f32(name, shape)
+
+
+def one_node():
+    """y = a + b on 4 floats: measures the per-call overhead."""
+    node = helper.make_node("Add", ["a", "b"], ["y"], name="add")
+    graph = helper.make_graph([node], "one_node", [_f32("a", [4]), _f32("b", [4])], [_f32("y", [4])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                             producer_name="onnxjit.models")
+
+
+def elementwise_chain(rows=1024, cols=1024):
+    """GELU (erf form) then a LayerNorm-style affine normalization, all elementwise (it fuses)."""
+    b = _Builder("elementwise_chain")
+    g = _gelu(b, "x")
+    # Per-column statistics are initializers (as in inference-time normalization), not reductions,
+    # so the whole chain stays elementwise and can become one loop nest.
+    mean = b.const("mean", (b.rng.standard_normal(cols) * 0.1).astype(np.float32))
+    var = b.const("var", (b.rng.random(cols) + 0.5).astype(np.float32))
+    gamma = b.const("gamma", (b.rng.random(cols) + 0.5).astype(np.float32))
+    beta = b.const("beta", (b.rng.standard_normal(cols) * 0.1).astype(np.float32))
+    std = b.op("Sqrt", [b.op("Add", [var, b.const("eps", _scalar(1e-5))])])
+    z = b.op("Div", [b.op("Sub", [g, mean]), std])
+    y = b.op("Add", [b.op("Mul", [z, gamma]), beta])
+    return b.model([_f32("x", [rows, cols])], [_output(b, y, "y", [rows, cols])])
+
+
+def _dense(b, x, n_in, n_out):
+    """x @ W + bias."""
+    w = b.weight("w", (n_in, n_out), n_in)
+    bias = b.const("bias", (b.rng.standard_normal(n_out) * 0.01).astype(np.float32))
+    return b.op("Add", [b.op("MatMul", [x, w]), bias])
+
+
+def mlp(batch=64, sizes=(784, 512, 512, 10)):
+    """Dense layers (MatMul + Add, Relu between them): 784 -> 512 -> 512 -> 10 by default."""
+    b = _Builder("mlp")
+    h = "x"
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        h = _dense(b, h, n_in, n_out)
+        if i < len(sizes) - 2:
+            h = b.op("Relu", [h])
+    return b.model([_f32("x", [batch, sizes[0]])], [_output(b, h, "y", [batch, sizes[-1]])])
+
+
+def _layer_norm(b, x, d):
+    gamma = b.const("ln_scale", (1.0 + 0.1 * b.rng.standard_normal(d)).astype(np.float32))
+    beta = b.const("ln_bias", (0.1 * b.rng.standard_normal(d)).astype(np.float32))
+    return b.op("LayerNormalization", [x, gamma, beta], axis=-1, epsilon=1e-5)
+
+
+def _attention(b, x, seq, d_model, heads):
+    """Multi-head self-attention on x [1, seq, d_model]."""
+    dh = d_model // heads
+    split = b.const("split_shape", np.array([1, seq, heads, dh], dtype=np.int64))
+    q, k, v = (b.op("Reshape", [_dense(b, x, d_model, d_model), split]) for _ in range(3))
+    q = b.op("Transpose", [q], perm=[0, 2, 1, 3])                  # [1, h, seq, dh]
+    k = b.op("Transpose", [k], perm=[0, 2, 3, 1])                  # [1, h, dh, seq]
+    v = b.op("Transpose", [v], perm=[0, 2, 1, 3])
+    scores = b.op("Mul", [b.op("MatMul", [q, k]), b.const("scale", _scalar(1.0 / math.sqrt(dh)))])
+    ctx = b.op("MatMul", [b.op("Softmax", [scores], axis=-1), v])  # [1, h, seq, dh]
+    ctx = b.op("Transpose", [ctx], perm=[0, 2, 1, 3])
+    merged = b.op("Reshape", [ctx, b.const("merge_shape", np.array([1, seq, d_model], np.int64))])
+    return _dense(b, merged, d_model, d_model)
+
+
+def transformer_block(seq=128, d_model=256, heads=4, ffn=None):
+    """A pre-LayerNorm transformer encoder block: attention and a GELU MLP, each with a residual."""
+    if d_model % heads:
+        raise ValueError(f"d_model {d_model} is not divisible by heads {heads}")
+    ffn = ffn or 4 * d_model
+    b = _Builder("transformer_block")
+    h = b.op("Add", ["x", _attention(b, _layer_norm(b, "x", d_model), seq, d_model, heads)])
+    f = _dense(b, _gelu(b, _dense(b, _layer_norm(b, h, d_model), d_model, ffn)), ffn, d_model)
+    y = b.op("Add", [h, f])
+    shape = [1, seq, d_model]
+    return b.model([_f32("x", shape)], [_output(b, y, "y", shape)])
+
+
+def _conv_bn_relu(b, x, c_in, c_out):
+    w = b.weight("conv_w", (c_out, c_in, 3, 3), c_in * 9)
+    conv = b.op("Conv", [x, w], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    scale = b.const("bn_scale", (1.0 + 0.1 * b.rng.standard_normal(c_out)).astype(np.float32))
+    bias = b.const("bn_bias", (0.1 * b.rng.standard_normal(c_out)).astype(np.float32))
+    mean = b.const("bn_mean", (0.1 * b.rng.standard_normal(c_out)).astype(np.float32))
+    var = b.const("bn_var", (b.rng.random(c_out) + 0.5).astype(np.float32))
+    return b.op("Relu", [b.op("BatchNormalization", [conv, scale, bias, mean, var], epsilon=1e-5)])
+
+
+def small_cnn(size=64, channels=(16, 32, 64), classes=10):
+    """(Conv 3x3 + BatchNormalization + Relu) x3 with MaxPools, GlobalAveragePool, Flatten, Gemm."""
+    b = _Builder("small_cnn")
+    h, c_in = "x", 3
+    for i, c_out in enumerate(channels):
+        h = _conv_bn_relu(b, h, c_in, c_out)
+        if i < len(channels) - 1:
+            h = b.op("MaxPool", [h], kernel_shape=[2, 2], strides=[2, 2])
+        c_in = c_out
+    flat = b.op("Flatten", [b.op("GlobalAveragePool", [h])], axis=1)
+    w = b.weight("fc_w", (classes, c_in), c_in)
+    fc_b = b.const("fc_b", np.zeros(classes, np.float32))
+    y = b.op("Gemm", [flat, w, fc_b], transB=1)
+    return b.model([_f32("x", [1, 3, size, size])], [_output(b, y, "y", [1, classes])])
+
+
+def light_models():
+    """{name: path} of the light models (AlexNet, ResNet-50, ...) that ship inside the onnx package."""
+    import onnx.backend.test
+    folder = os.path.join(os.path.dirname(onnx.backend.test.__file__), "data", "light")
+    paths = sorted(glob.glob(os.path.join(folder, "light_*.onnx")))
+    return {os.path.basename(p)[:-len(".onnx")]: p for p in paths}
+
+
+BUILDERS = {"one_node": one_node, "elementwise_chain": elementwise_chain, "mlp": mlp,
+            "transformer_block": transformer_block, "small_cnn": small_cnn}
+
+
+def builtin_suite():
+    """[(name, ModelProto or path)] in benchmark order: generated models first, then light models."""
+    suite = [(name, build()) for name, build in BUILDERS.items()]
+    return suite + list(light_models().items())

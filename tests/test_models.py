@@ -1,0 +1,80 @@
+"""Built-in benchmark models: valid ONNX, run in the reference evaluator, onnxjit agrees or refuses."""
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx.reference import ReferenceEvaluator
+
+import onnxjit
+from onnxjit import models
+from onnxjit.bench import model_inputs
+
+# Small sizes keep the reference evaluator and onnxjit's compile fast; defaults are the benchmark's.
+SMALL = {
+    "one_node": {},
+    "elementwise_chain": {"rows": 8, "cols": 16},
+    "mlp": {"batch": 4, "sizes": (12, 8, 8, 3)},
+    "transformer_block": {"seq": 8, "d_model": 16, "heads": 4},
+    "small_cnn": {"size": 16, "channels": (4, 8, 8), "classes": 3},
+}
+OUTPUT_SHAPES = {"one_node": (4,), "elementwise_chain": (8, 16), "mlp": (4, 3),
+                 "transformer_block": (1, 8, 16), "small_cnn": (1, 3)}
+OPS = {"elementwise_chain": {"Erf", "Div", "Sqrt", "Sub"},
+       "mlp": {"MatMul", "Add", "Relu"},
+       "transformer_block": {"MatMul", "Reshape", "Transpose", "Softmax", "LayerNormalization", "Erf"},
+       "small_cnn": {"Conv", "BatchNormalization", "Relu", "MaxPool", "GlobalAveragePool", "Flatten",
+                     "Gemm"}}
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_builder_is_valid_and_runs_in_reference(name):
+    model = models.BUILDERS[name](**SMALL[name])
+    onnx.checker.check_model(model, full_check=True)
+    assert model.opset_import[0].version == 21
+    assert OPS.get(name, {"Add"}) <= {n.op_type for n in model.graph.node}
+    (out,) = ReferenceEvaluator(model).run(None, model_inputs(model))
+    assert out.shape == OUTPUT_SHAPES[name] and out.dtype == np.float32
+    assert np.isfinite(out).all() and out.std() > 0
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_builder_is_deterministic(name):
+    build = models.BUILDERS[name]
+    assert build(**SMALL[name]).SerializeToString() == build(**SMALL[name]).SerializeToString()
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_onnxjit_agrees_or_reports_unsupported(name):
+    """Ops still missing in onnxjit make prepare refuse clearly; present ones must match the oracle."""
+    model = models.BUILDERS[name](**SMALL[name])
+    feeds = model_inputs(model)
+    missing = onnxjit.list_unsupported(model)
+    if missing:
+        with pytest.raises(onnxjit.UnsupportedOpError, match=missing[0][1]):
+            onnxjit.prepare(model)
+        return
+    (got,) = onnxjit.prepare(model).run(feeds)
+    (want,) = ReferenceEvaluator(model).run(None, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_default_sizes():
+    """The benchmark sizes asked for: ~1M floats, batch 64, seq 128 x 256, 1x3x64x64."""
+    shapes = {name: [d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim]
+              for name, m in models.builtin_suite()[:5]}
+    assert shapes == {"one_node": [4], "elementwise_chain": [1024, 1024], "mlp": [64, 784],
+                      "transformer_block": [1, 128, 256], "small_cnn": [1, 3, 64, 64]}
+
+
+def test_transformer_rejects_bad_heads():
+    with pytest.raises(ValueError, match="divisible"):
+        models.transformer_block(seq=4, d_model=10, heads=4)
+
+
+def test_light_models_and_suite_order():
+    light = models.light_models()
+    assert len(light) == 9 and all(os.path.isfile(p) for p in light.values())
+    assert {"light_resnet50", "light_squeezenet", "light_densenet121"} <= set(light)
+    names = [name for name, _ in models.builtin_suite()]
+    assert names[:5] == list(models.BUILDERS) and names[5:] == sorted(light)
