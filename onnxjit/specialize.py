@@ -59,11 +59,25 @@ class LoweringContext:
     scalar = staticmethod(scalar_lit)
     dtype_src = staticmethod(dtype_src)
 
-    def __init__(self, program, node, opset, model_opsets):
+    def __init__(self, program, node, opset, model_opsets, env=None):
         self.program = program
         self.node = node
         self.opset = opset
         self.model_opsets = model_opsets
+        self.env = env if env is not None else {}
+
+    def inline_graph(self, graph, inputs=()):
+        """Lower a subgraph (an If branch, a Loop body) in place: its inputs bound to `inputs`,
+        the enclosing scope's names visible. Returns the subgraph's output Values."""
+        import collections
+        env = collections.ChainMap({}, self.env)
+        env.update({name: const_value(a, name) for name, a in initializers(graph).items()})
+        env.update({vi.name: v for vi, v in zip(graph.input, inputs)})
+        walk(self.program, graph.node, env, self.model_opsets)
+        missing = [o.name for o in graph.output if o.name not in env]
+        if missing:
+            self.fail(f"subgraph outputs {missing} are produced by no node")
+        return [env[o.name] for o in graph.output]
 
     @property
     def label(self):
@@ -160,7 +174,7 @@ class LoweringContext:
                 self.fail(f"dtype {v.dtype} of {v.name or 'a value'} cannot be compiled")
 
 
-def lower_node(program, node, inputs, opset, model_opsets):
+def lower_node(program, node, inputs, opset, model_opsets, env=None):
     """The node's output Values: folded when its inputs are constant, else lowered."""
     attrs = attributes(node)
     if all(v is None or v.is_const for v in inputs) and node.op_type not in NONDETERMINISTIC:
@@ -171,7 +185,7 @@ def lower_node(program, node, inputs, opset, model_opsets):
     if rule is None:
         raise UnsupportedOpError(f"no lowering for {node.domain or 'ai.onnx'}::{node.op_type} "
                                  f"at opset {opset}", [(node.domain or "ai.onnx", node.op_type, opset)])
-    ctx = LoweringContext(program, node, opset, model_opsets)
+    ctx = LoweringContext(program, node, opset, model_opsets, env)
     _check_attributes(ctx, rule, attrs)
     result = None
     for rewrite in registry.peepholes(node.op_type, node.domain):
@@ -197,16 +211,26 @@ def _check_attributes(ctx, rule, attrs):
 
 def fold_node(node, inputs, model_opsets):
     """Evaluate a node on constant inputs with onnx's reference evaluator; None if it cannot."""
+    from onnx import helper
     from onnx.reference import ReferenceEvaluator
     try:
-        evaluator = ReferenceEvaluator(node, opsets=model_opsets)
-        feeds = {name: v.const for name, v in zip(node.input, inputs) if name}
-        results = evaluator.run(None, feeds)
+        names = [n for n, v in zip(node.input, inputs) if n and v is not None]
+        graph = helper.make_graph(
+            [node], "fold", [helper.make_empty_tensor_value_info(n) for n in dict.fromkeys(names)],
+            [helper.make_empty_tensor_value_info(n) for n in node.output if n])
+        # A model, not the bare node: only a model carries the opset the node is written for.
+        model = helper.make_model(graph, opset_imports=[
+            helper.make_opsetid(domain, version) for domain, version in model_opsets.items()])
+        feeds = {name: v.const for name, v in zip(node.input, inputs) if name and v is not None}
+        results = ReferenceEvaluator(model).run(None, feeds)
     except Exception:
         return None
     if not all(isinstance(r, np.ndarray) or np.isscalar(r) for r in results):
         return None
-    return [const_value(r, name) for r, name in zip(results, node.output)]
+    outputs = [n for n in node.output if n]
+    if len(outputs) != len(node.output):
+        return None
+    return [const_value(r, name) for r, name in zip(results, outputs)]
 
 
 def specialize(model: onnx.ModelProto, input_values) -> Program:
@@ -221,20 +245,25 @@ def specialize(model: onnx.ModelProto, input_values) -> Program:
     program = Program(list(input_values), [], [], [], _use_counts(graph))
     env = {name: const_value(a, name) for name, a in initializers(graph).items()}
     env.update({v.name: v for v in input_values})
-    for node in graph.node:
-        opset = model_opsets.get(node.domain or "", model_opsets.get("ai.onnx"))
-        inputs = [_resolve(env, name, node) for name in node.input]
-        outs = lower_node(program, node, inputs, opset, model_opsets)
-        for name, value in zip(node.output, outs):
-            if name:
-                env[name] = value
-                program.names_of.setdefault(id(value), []).append(name)
+    walk(program, graph.node, env, model_opsets)
     for out in graph.output:
         if out.name not in env:
             raise ModelError(f"graph output {out.name!r} is produced by no node")
         program.outputs.append(env[out.name])
         program.output_names.append(out.name)
     return program
+
+
+def walk(program, nodes, env, model_opsets):
+    """Lower `nodes` in order, binding their outputs in `env` (name -> Value)."""
+    for node in nodes:
+        opset = model_opsets.get(node.domain or "", model_opsets.get("ai.onnx"))
+        inputs = [_resolve(env, name, node) for name in node.input]
+        outs = lower_node(program, node, inputs, opset, model_opsets, env)
+        for name, value in zip(node.output, outs):
+            if name:
+                env[name] = value
+                program.names_of.setdefault(id(value), []).append(name)
 
 
 def _use_counts(graph):
