@@ -37,6 +37,9 @@ def plan(program):
         kernels.append(Kernel("call", [step], inputs=list(step.inputs), outputs=list(step.outs)))
     _close(kernels, open_group)
     _settle_fused_io(kernels, program)
+    # A fused group whose values nobody reads (e.g. a CastLike feeding only compile-time
+    # folding) computes nothing that is used: drop it.
+    kernels = [k for k in kernels if k.kind != "fused" or k.outputs]
     for i, k in enumerate(kernels):
         k.name = kernel_name(i, k)
     return kernels

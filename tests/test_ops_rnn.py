@@ -1,0 +1,288 @@
+"""RNN/GRU/LSTM, Attention, RotaryEmbedding, SwiGLU and the losses against an oracle.
+
+The oracle is onnx's ReferenceEvaluator; where it ignores an attribute (activations, clip,
+sequence_lens, input_forget) it is ONNX Runtime.
+"""
+import numpy as np
+import onnxruntime
+import pytest
+from onnx import helper, numpy_helper
+from onnx.helper import np_dtype_to_tensor_dtype
+from onnx.reference import ReferenceEvaluator
+
+import onnxjit.backend
+
+F32, F64 = np.float32, np.float64
+
+
+def _model(op, inputs, outputs=("y0",), opset=21, consts=None, **attrs):
+    """A one-node model; an input or output name "" stands for one left out."""
+    consts = consts or {}
+    names = [k if v is not None else "" for k, v in inputs.items()] + list(consts)
+    node = helper.make_node(op, names, list(outputs), **attrs)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(k, np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for k, v in inputs.items() if v is not None],
+        [helper.make_empty_tensor_value_info(o) for o in outputs if o],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _feeds(inputs):
+    return {k: v for k, v in inputs.items() if v is not None}
+
+
+def _check(model, feeds, oracle="reference", tol=None):
+    """Run through onnxjit and compare every output with the oracle's."""
+    if oracle == "ort":
+        model.ir_version = 10   # the installed ORT reads IR versions up to 13
+        sess = onnxruntime.InferenceSession(model.SerializeToString(),
+                                            providers=["CPUExecutionProvider"])
+        expected = sess.run(None, feeds)
+    else:
+        expected = ReferenceEvaluator(model).run(None, feeds)
+    got = onnxjit.backend.prepare(model).run(feeds)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        e = np.asarray(e)
+        assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, e.shape, g.dtype, e.dtype)
+        t = tol or (1e-5 if e.dtype == np.float32 else 1e-12)
+        np.testing.assert_allclose(g, e, rtol=t, atol=t)
+
+
+def _rand(shape, dtype=F32, seed=0, scale=1.0):
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
+
+
+# ---- RNN / GRU / LSTM ------------------------------------------------------------------------
+GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+def _rnn_inputs(op, direction, layout, full, dtype, seq=4, batch=3, ni=5, hs=4, lens=None):
+    nd = 2 if direction == "bidirectional" else 1
+    g = GATES[op]
+    x_shape = (batch, seq, ni) if layout else (seq, batch, ni)
+    s_shape = (batch, nd, hs) if layout else (nd, batch, hs)
+    inputs = {"X": _rand(x_shape, dtype, 1), "W": _rand((nd, g * hs, ni), dtype, 2, 0.5),
+              "R": _rand((nd, g * hs, hs), dtype, 3, 0.5),
+              "B": _rand((nd, 2 * g * hs), dtype, 4) if full else None,
+              "sequence_lens": lens, "initial_h": _rand(s_shape, dtype, 5) if full else None}
+    if op == "LSTM":
+        inputs["initial_c"] = _rand(s_shape, dtype, 6) if full else None
+        inputs["P"] = _rand((nd, 3 * hs), dtype, 7) if full else None
+    return inputs, hs
+
+
+def _rnn_outputs(op):
+    return ("Y", "Y_h", "Y_c") if op == "LSTM" else ("Y", "Y_h")
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("full", [False, True])
+def test_recurrent(op, direction, layout, full):
+    inputs, hs = _rnn_inputs(op, direction, layout, full, F32)
+    model = _model(op, inputs, _rnn_outputs(op), hidden_size=hs, direction=direction,
+                   layout=layout)
+    _check(model, _feeds(inputs))
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_recurrent_float64_and_partial_outputs(op):
+    inputs, hs = _rnn_inputs(op, "bidirectional", 0, True, F64)
+    outs = ("", "Y_h", "") if op == "LSTM" else ("", "Y_h")
+    _check(_model(op, inputs, outs, hidden_size=hs, direction="bidirectional"), _feeds(inputs))
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_gru_linear_before_reset(direction):
+    inputs, hs = _rnn_inputs("GRU", direction, 0, True, F32)
+    model = _model("GRU", inputs, ("Y", "Y_h"), hidden_size=hs, direction=direction,
+                   linear_before_reset=1)
+    _check(model, _feeds(inputs))
+
+
+ORT_CASES = [  # (op, direction, attributes, with sequence_lens)
+    ("RNN", "forward", dict(activations=["Relu"]), False),
+    ("RNN", "bidirectional", dict(activations=["LeakyRelu", "Affine"],
+                                  activation_alpha=[0.2, 0.7], activation_beta=[0.3]), False),
+    ("RNN", "reverse", dict(clip=0.5), True),
+    ("RNN", "bidirectional", {}, True),
+    ("GRU", "forward", dict(activations=["HardSigmoid", "Softsign"], activation_alpha=[0.3],
+                            activation_beta=[0.4]), False),
+    ("GRU", "bidirectional", dict(clip=0.7, linear_before_reset=1), True),
+    ("GRU", "reverse", dict(activations=["Sigmoid", "Elu"], activation_alpha=[0.5]), True),
+    ("LSTM", "forward", dict(activations=["Sigmoid", "ScaledTanh", "Softplus"],
+                             activation_alpha=[0.8], activation_beta=[1.2]), False),
+    ("LSTM", "bidirectional", dict(clip=0.6), True),
+    ("LSTM", "reverse", dict(input_forget=1), True),
+    ("LSTM", "forward", dict(activations=["Sigmoid", "Tanh", "ThresholdedRelu"],
+                             activation_alpha=[0.1]), False),
+]
+
+
+@pytest.mark.parametrize("op,direction,attrs,with_lens", ORT_CASES)
+def test_recurrent_against_ort(op, direction, attrs, with_lens):
+    lens = np.array([4, 2, 3], np.int32) if with_lens else None
+    inputs, hs = _rnn_inputs(op, direction, 0, True, F32, lens=lens)
+    model = _model(op, inputs, _rnn_outputs(op), hidden_size=hs, direction=direction, **attrs)
+    _check(model, _feeds(inputs), oracle="ort")
+
+
+def test_sequence_lens_out_of_range_raises():
+    inputs, hs = _rnn_inputs("RNN", "forward", 0, True, F32, lens=np.array([5, 2, 3], np.int32))
+    rep = onnxjit.backend.prepare(_model("RNN", inputs, ("Y",), hidden_size=hs))
+    with pytest.raises(IndexError, match="sequence_lens"):
+        rep.run(_feeds(inputs))
+
+
+# ---- Attention -------------------------------------------------------------------------------
+def _attn(q, k, v, *, mask=None, past=0, nonpad=None, heads=None, dv=None, seed=0, dtype=F32,
+          mask_dtype=None):
+    """Inputs of an Attention node: q/k/v are (batch, heads, seq, d) shapes (3-D if heads)."""
+    dv = dv or k[-1]
+    inputs = {}
+    if heads:
+        inputs["Q"] = _rand((q[0], q[2], q[1] * q[3]), dtype, seed)
+        inputs["K"] = _rand((k[0], k[2], k[1] * k[3]), dtype, seed + 1)
+        inputs["V"] = _rand((k[0], k[2], k[1] * dv), dtype, seed + 2)
+    else:
+        inputs["Q"], inputs["K"] = _rand(q, dtype, seed), _rand(k, dtype, seed + 1)
+        inputs["V"] = _rand(k[:3] + (dv,), dtype, seed + 2)
+    if mask is not None:
+        m = np.random.default_rng(seed + 3)
+        inputs["attn_mask"] = (m.random(mask) > 0.3 if mask_dtype == bool
+                               else m.standard_normal(mask).astype(dtype))
+    else:
+        inputs["attn_mask"] = None
+    inputs["past_key"] = _rand((k[0], k[1], past, k[3]), dtype, seed + 4) if past else None
+    inputs["past_value"] = _rand((k[0], k[1], past, dv), dtype, seed + 5) if past else None
+    inputs["nonpad_kv_seqlen"] = nonpad
+    return inputs
+
+
+Q4, K4 = (2, 3, 4, 8), (2, 3, 6, 8)
+ATTN_CASES = [  # (id, input kwargs, attributes, outputs, opset)
+    ("plain", {}, {}, ("Y",), 23),
+    ("gqa", dict(q=(2, 6, 4, 8)), {}, ("Y",), 23),
+    ("diff_v", dict(dv=5), dict(scale=0.3), ("Y",), 23),
+    ("causal", {}, dict(is_causal=1), ("Y",), 23),
+    ("mask2d", dict(mask=(4, 6)), {}, ("Y",), 23),
+    ("mask4d_causal", dict(mask=(2, 3, 4, 6)), dict(is_causal=1), ("Y",), 23),
+    ("bool_mask", dict(mask=(2, 1, 4, 6), mask_dtype=bool), {}, ("Y",), 23),
+    ("bool_mask_causal", dict(mask=(4, 6), mask_dtype=bool), dict(is_causal=1), ("Y",), 24),
+    ("softcap", {}, dict(softcap=2.0), ("Y",), 23),
+    ("past", dict(past=5, mask=(4, 11)), {}, ("Y", "pk", "pv"), 23),
+    ("past_causal", dict(past=3), dict(is_causal=1), ("Y", "pk", "pv"), 24),
+    ("short_mask", dict(past=3, mask=(4, 6)), {}, ("Y", "pk", "pv"), 23),
+    ("qk0", dict(mask=(4, 6)), dict(softcap=1.5), ("Y", "", "", "qk"), 23),
+    ("qk1", dict(mask=(4, 6)), dict(qk_matmul_output_mode=1, softcap=1.5),
+     ("Y", "", "", "qk"), 23),
+    ("qk2", dict(mask=(4, 6)), dict(qk_matmul_output_mode=2), ("Y", "", "", "qk"), 23),
+    ("qk3", dict(mask=(2, 1, 4, 6), past=2), dict(qk_matmul_output_mode=3),
+     ("Y", "pk", "pv", "qk"), 23),
+    ("3d", dict(heads=True), dict(q_num_heads=3, kv_num_heads=3), ("Y",), 23),
+    ("3d_gqa_past", dict(q=(2, 6, 4, 8), heads=True, past=2, dv=4),
+     dict(q_num_heads=6, kv_num_heads=3, is_causal=1), ("Y", "pk", "pv"), 23),
+    ("nonpad", dict(nonpad=np.array([3, 6], np.int64)), dict(is_causal=1), ("Y",), 24),
+    ("nonpad_mask", dict(nonpad=np.array([5, 2], np.int64), mask=(2, 1, 4, 6),
+                         mask_dtype=bool), {}, ("Y",), 24),
+    ("window", dict(mask=(4, 6)), dict(is_causal=1, left_window_size=1), ("Y",), 25),
+    ("window_lr", {}, dict(left_window_size=1, right_window_size=2), ("Y",), 25),
+    ("window_past", dict(past=4), dict(is_causal=1, left_window_size=2),
+     ("Y", "pk", "pv"), 25),
+]
+
+
+@pytest.mark.parametrize("case", ATTN_CASES, ids=[c[0] for c in ATTN_CASES])
+def test_attention(case):
+    _, kwargs, attrs, outs, opset = case
+    kwargs = dict(q=Q4, k=K4) | kwargs
+    inputs = _attn(kwargs.pop("q"), kwargs.pop("k"), kwargs.pop("v", None), **kwargs)
+    _check(_model("Attention", inputs, outs, opset=opset, **attrs), _feeds(inputs))
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_attention_float64(causal):
+    inputs = _attn(Q4, K4, None, mask=(4, 6), past=2, dtype=F64)
+    model = _model("Attention", inputs, ("Y", "pk", "pv", "qk"), opset=23, is_causal=causal,
+                   qk_matmul_output_mode=3)
+    _check(model, _feeds(inputs))
+
+
+def test_attention_fully_masked_row_is_zero():
+    inputs = _attn((1, 2, 2, 8), (1, 2, 2, 8), None, mask=(2, 2), mask_dtype=bool)
+    inputs["attn_mask"] = np.array([[True, False], [False, False]])
+    model = _model("Attention", inputs, ("Y", "", "", "qk"), opset=23, qk_matmul_output_mode=3)
+    got = onnxjit.backend.prepare(model).run(_feeds(inputs))
+    assert not np.isnan(got[0]).any() and (got[0][:, :, 1] == 0).all()
+    _check(model, _feeds(inputs))
+
+
+# ---- RotaryEmbedding -------------------------------------------------------------------------
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("rdim", [0, 4])
+@pytest.mark.parametrize("form", ["4d_pos", "3d_pos", "4d_nopos"])
+def test_rotary_embedding(interleaved, rdim, form):
+    half = (rdim or 8) // 2
+    x = _rand((2, 4, 3, 8)) if form != "3d_pos" else _rand((2, 3, 32))
+    if form == "4d_nopos":
+        inputs = {"X": x, "cos": _rand((2, 3, half), seed=1), "sin": _rand((2, 3, half), seed=2)}
+    else:
+        inputs = {"X": x, "cos": _rand((50, half), seed=1), "sin": _rand((50, half), seed=2),
+                  "pos": np.random.default_rng(3).integers(0, 50, (2, 3))}
+    attrs = dict(num_heads=4) if form == "3d_pos" else {}
+    model = _model("RotaryEmbedding", inputs, opset=23, interleaved=interleaved,
+                   rotary_embedding_dim=rdim, **attrs)
+    _check(model, inputs)
+
+
+def test_rotary_position_out_of_range_raises():
+    inputs = {"X": _rand((1, 2, 3, 4)), "cos": _rand((5, 2)), "sin": _rand((5, 2)),
+              "pos": np.array([[0, 1, 5]])}
+    rep = onnxjit.backend.prepare(_model("RotaryEmbedding", inputs, opset=23))
+    with pytest.raises(IndexError, match="position id"):
+        rep.run(inputs)
+
+
+# ---- SwiGLU ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("alpha", [1.0, 0.5])
+def test_swiglu(dtype, alpha):
+    inputs = {"A": _rand((3, 5), dtype, 1, 4.0), "B": _rand((3, 5), dtype, 2)}
+    _check(_model("SwiGLU", inputs, opset=28, alpha=alpha), inputs)
+
+
+# ---- losses ----------------------------------------------------------------------------------
+LOSS_SHAPES = [(3, 5), (2, 4, 3, 2)]
+
+
+@pytest.mark.parametrize("op", ["SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"])
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("ignore_index", [None, 1])
+@pytest.mark.parametrize("shape", LOSS_SHAPES, ids=["2d", "4d"])
+def test_loss(op, reduction, weighted, ignore_index, shape):
+    target = np.random.default_rng(1).integers(0, shape[1], shape[:1] + shape[2:])
+    inputs = {"x": _rand(shape), "t": target,
+              "w": _rand((shape[1],), seed=2) ** 2 if weighted else None}
+    attrs = {} if ignore_index is None else dict(ignore_index=ignore_index)
+    outs = ("loss", "log_prob") if op.startswith("Softmax") else ("loss",)
+    _check(_model(op, inputs, outs, reduction=reduction, **attrs), _feeds(inputs))
+
+
+@pytest.mark.parametrize("op", ["SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"])
+def test_loss_float64(op):
+    inputs = {"x": _rand((3, 4, 5), F64), "t": np.array([[0, 3, -1, 2, 1]] * 3),
+              "w": _rand((4,), F64, 2) ** 2}
+    _check(_model(op, inputs, reduction="mean", ignore_index=-1), inputs)
+
+
+@pytest.mark.parametrize("op", ["SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"])
+def test_loss_target_out_of_range_raises(op):
+    inputs = {"x": _rand((3, 4)), "t": np.array([0, 4, 1])}
+    rep = onnxjit.backend.prepare(_model(op, inputs, reduction="sum"))
+    with pytest.raises(IndexError, match="target"):
+        rep.run(inputs)
