@@ -6,7 +6,10 @@ import numpy as np
 from ..kernels import shapes
 from ..registry import peephole, register
 
-FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+from ..ir import NARROW_FLOATS
+
+# float16/bfloat16 are held in float32 arrays, so the float32 kernels serve them too.
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64)) + tuple(NARROW_FLOATS)
 MATMUL_DTYPES = FLOATS + tuple(np.dtype(t) for t in (np.int32, np.int64, np.uint32, np.uint64))
 
 
@@ -169,7 +172,7 @@ def Gemm(ctx, a, b, c=None, alpha=1.0, beta=1.0, transA=0, transB=0, broadcast=0
     if c is None:
         c = ctx.constant(np.zeros((1, 1), a.dtype))
     c2 = (1,) * (2 - c.rank) + tuple(c.shape)
-    round32 = (lambda v: float(np.float32(v))) if a.dtype == np.float32 else float
+    round32 = float if a.dtype == np.float64 else (lambda v: float(np.float32(v)))
     expr = (f"__k_matmul.gemm({{0}}, {{1}}, {{2}}.reshape({ctx.lit(c2)}), {ctx.lit(round32(alpha))}, "
             f"{ctx.lit(round32(beta))}, {ctx.lit(int(transA))}, {ctx.lit(int(transB))})")
     return ctx.call(expr, a, b, c, shape=(m, n), dtype=a.dtype)
