@@ -153,11 +153,14 @@ def argmin(x, last):
 
 
 @njit(**_JIT)
-def cumsum(x, axis_arr, exclusive, reverse):
-    """ONNX CumSum along the axis given by the 1-element array `axis_arr` (a runtime value)."""
+def cumulative(x, axis_arr, exclusive, reverse, product):
+    """ONNX CumSum (product False) or CumProd (True) along the axis held by the 1-element
+    array `axis_arr` (a run-time value)."""
     nd = x.ndim
     axis = int(axis_arr.ravel()[0])
     if axis < -nd or axis >= nd:
+        if product:
+            raise IndexError("CumProd: axis out of range")
         raise IndexError("CumSum: axis out of range")
     if axis < 0:
         axis += nd
@@ -168,25 +171,24 @@ def cumsum(x, axis_arr, exclusive, reverse):
         elif d > axis:
             ni *= x.shape[d]
     x3 = np.ascontiguousarray(x).reshape((no, nr, ni))
-    return _cumsum3(x3, exclusive, reverse).reshape(x.shape)
+    return _cumulative3(x3, exclusive, reverse, product).reshape(x.shape)
 
 
 @njit(**_JIT)
-def _cumsum3(x, exclusive, reverse):
-    """Running sums along axis 1 of (outer, n, inner)."""
+def _cumulative3(x, exclusive, reverse, product):
+    """Running sums or products along axis 1 of (outer, n, inner)."""
     no, nr, ni = x.shape
     out = np.empty_like(x)
     acc = np.empty(ni, x.dtype)
     for o in range(no):
-        acc[:] = 0
+        acc[:] = 1 if product else 0
         for k in range(nr):
             r = nr - 1 - k if reverse else k
             for i in range(ni):
                 v = x[o, r, i]
                 if exclusive:
                     out[o, r, i] = acc[i]
-                    acc[i] += v
-                else:
-                    acc[i] += v
+                acc[i] = acc[i] * v if product else acc[i] + v
+                if not exclusive:
                     out[o, r, i] = acc[i]
     return out

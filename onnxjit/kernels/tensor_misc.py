@@ -133,46 +133,6 @@ def det(x3):
 
 
 @njit(**_JIT)
-def cumprod(x, axis_arr, exclusive, reverse):
-    """ONNX CumProd along the axis given by the 1-element array `axis_arr` (a runtime value)."""
-    nd = x.ndim
-    axis = int(axis_arr.ravel()[0])
-    if axis < -nd or axis >= nd:
-        raise IndexError("CumProd: axis out of range")
-    if axis < 0:
-        axis += nd
-    no, nr, ni = 1, x.shape[axis], 1
-    for d in range(nd):
-        if d < axis:
-            no *= x.shape[d]
-        elif d > axis:
-            ni *= x.shape[d]
-    x3 = np.ascontiguousarray(x).reshape((no, nr, ni))
-    return _cumprod3(x3, exclusive, reverse).reshape(x.shape)
-
-
-@njit(**_JIT)
-def _cumprod3(x, exclusive, reverse):
-    """Running products along axis 1 of (outer, n, inner)."""
-    no, nr, ni = x.shape
-    out = np.empty_like(x)
-    acc = np.empty(ni, x.dtype)
-    for o in range(no):
-        acc[:] = 1
-        for k in range(nr):
-            r = nr - 1 - k if reverse else k
-            for i in range(ni):
-                v = x[o, r, i]
-                if exclusive:
-                    out[o, r, i] = acc[i]
-                    acc[i] *= v
-                else:
-                    acc[i] *= v
-                    out[o, r, i] = acc[i]
-    return out
-
-
-@njit(**_JIT)
 def sum_rows(x2):
     """Row sums of a (rows, n) array, accumulated in its own dtype (Einsum's summed labels)."""
     out = np.zeros(x2.shape[0], x2.dtype)

@@ -158,5 +158,5 @@ def ArgMin(ctx, data, axis=0, keepdims=1, select_last_index=0):
 def CumSum(ctx, x, axis, exclusive=0, reverse=0):
     """The axis may be a runtime value: the output shape does not depend on it."""
     flags = f"{ctx.lit(bool(exclusive))}, {ctx.lit(bool(reverse))}"
-    return ctx.call(f"__k_reduce.cumsum({{0}}, {{1}}, {flags})", x, axis,
+    return ctx.call(f"__k_reduce.cumulative({{0}}, {{1}}, {flags}, False)", x, axis,
                     shape=x.shape, dtype=x.dtype)

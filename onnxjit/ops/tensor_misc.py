@@ -141,7 +141,7 @@ def Det(ctx, x):
 def CumProd(ctx, x, axis, exclusive=0, reverse=0):
     """The axis may be a runtime value: the output shape does not depend on it."""
     flags = f"{ctx.lit(bool(exclusive))}, {ctx.lit(bool(reverse))}"
-    return ctx.call(f"__k_tensor_misc.cumprod({{0}}, {{1}}, {flags})", x, axis,
+    return ctx.call(f"__k_reduce.cumulative({{0}}, {{1}}, {flags}, True)", x, axis,
                     shape=x.shape, dtype=x.dtype)
 
 
