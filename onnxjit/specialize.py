@@ -191,8 +191,10 @@ def lower_node(program, node, inputs, opset, model_opsets, env=None):
     for rewrite in registry.peepholes(node.op_type, node.domain):
         result = rewrite(ctx, *inputs, **attrs)
         if result is not None:
-            # The node's read of its first input now happens inside the rewritten producer.
-            program.use_counts[node.input[0]] -= 1
+            # The node's read of the input it folded into that input's producer is gone.
+            absorbed = next((name for name, v in zip(node.input, inputs) if v is result),
+                            node.input[0])
+            program.use_counts[absorbed] -= 1
             break
     if result is None:
         result = rule(ctx, *inputs, **attrs)

@@ -57,3 +57,48 @@ def test_elementwise_chain_is_one_flat_loop():
     (kernel,) = rep.compiled().kernels
     assert kernel.kind == "fused" and len(kernel.steps) == 4
     assert "for i0 in range(32):" in rep.source() and "i1" not in rep.source()
+
+
+def _residual_block(op, conv_last, residual_reader=False, stride=1, seed=0):
+    """r = Relu(Conv(x)); y = Relu(op(Conv(r) or Conv(x), r)): a ResNet-style residual add.
+
+    With conv_last the Add's operand order puts the shortcut Conv second (ResNet's downsample
+    blocks); residual_reader makes the Add's output a second graph output.
+    """
+    rng = np.random.default_rng(seed)
+    w1 = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    w2 = rng.standard_normal((4, 4, 1, 1)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1], strides=[stride] * 2),
+             helper.make_node("Relu", ["c1"], ["r"]),
+             helper.make_node("Conv", ["r", "w2", "b2"], ["c2"]),
+             helper.make_node(op, ["r", "c2"] if conv_last else ["c2", "r"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if residual_reader:
+        outputs.append(helper.make_tensor_value_info("s", TensorProto.FLOAT, None))
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2"),
+             numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b2")]
+    graph = helper.make_graph(nodes, "res", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [2, 3, 9, 9])], outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+
+
+@pytest.mark.parametrize("op", ["Add", "Sum"])
+@pytest.mark.parametrize("conv_last", [False, True])
+@pytest.mark.parametrize("residual_reader", [False, True])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_residual_add_relu_fuses_into_conv(op, conv_last, residual_reader, stride):
+    model = _residual_block(op, conv_last, residual_reader, stride)
+    x = np.random.default_rng(1).standard_normal((2, 3, 9, 9)).astype(np.float32)
+    expected = ReferenceEvaluator(model).run(None, {"x": x})
+    rep = backend.prepare(model)
+    for got, want in zip(rep.run([x]), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    kernels = rep.compiled().kernels
+    second = [op_type for _, op_type in kernels[1].nodes]
+    if residual_reader:  # the sum is an output of its own: the final Relu stays separate
+        assert [k.kind for k in kernels] == ["call", "call", "fused"]
+        assert second == ["Conv", op]
+    else:
+        assert [k.kind for k in kernels] == ["call", "call"]
+        assert second == ["Conv", op, "Relu"]

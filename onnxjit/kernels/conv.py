@@ -147,40 +147,55 @@ def _im2col_rows(xf, base, cg, in3, k3, s3, p6, d3, o3, q0, q1, colf):
                     r += 1
 
 
+def opt5(r):
+    """as5d for an optional array: None stays None (the kernels compile a branch-free variant)."""
+    raise NotImplementedError
+
+
+@overload(opt5)
+def _opt5(r):
+    if isinstance(r, (types.NoneType, types.Omitted)) or r is None:
+        return lambda r: None
+    return lambda r: as5d(r)
+
+
 @njit(**_JIT)
-def _add_bias(y3, b, act):
-    """y3 (N, M, P) += b[m] in place, then the activation (act 1: Relu)."""
+def _add_bias(y3, b, act, r3=None):
+    """y3 (N, M, P) = act(y3 + b[m] (+ r3)) in place; act 1 is Relu, r3 an optional residual."""
     zero = y3.dtype.type(0)
     for n in range(y3.shape[0]):
         for m in range(y3.shape[1]):
             bm = y3.dtype.type(b[m])
-            if act == 1:
-                for p in range(y3.shape[2]):
-                    v = y3[n, m, p] + bm
-                    y3[n, m, p] = v if not v < zero else zero
-            else:
-                for p in range(y3.shape[2]):
-                    y3[n, m, p] += bm
+            for p in range(y3.shape[2]):
+                v = y3[n, m, p] + bm
+                if r3 is not None:
+                    v += r3[n, m, p]
+                if act == 1:
+                    v = v if not v < zero else zero
+                y3[n, m, p] = v
 
 
 @njit(**_JIT)
-def _store_tile(yg, p0, tile, b, m0, act):
-    """yg[:, p0:p0+pt] = act(tile + bias): bias and activation fused into the copy-out."""
+def _store_tile(yg, p0, tile, b, m0, act, rg=None):
+    """yg[:, p0:p0+pt] = act(tile + bias (+ rg[:, p0:p0+pt])): the epilogue fused into the copy-out."""
     zero = yg.dtype.type(0)
     for m in range(tile.shape[0]):
         bm = yg.dtype.type(b[m0 + m])
-        if act == 1:
-            for p in range(tile.shape[1]):
-                v = tile[m, p] + bm
-                yg[m, p0 + p] = v if not v < zero else zero
-        else:
-            for p in range(tile.shape[1]):
-                yg[m, p0 + p] = tile[m, p] + bm
+        for p in range(tile.shape[1]):
+            v = tile[m, p] + bm
+            if rg is not None:
+                v += rg[m, p0 + p]
+            if act == 1:
+                v = v if not v < zero else zero
+            yg[m, p0 + p] = v
 
 
 @njit(**_JIT)
-def _conv5(x, w, b, s3, p6, d3, group, act):
-    """Conv on canonical 5-D arrays: per (image, group, row tile) im2col + one GEMM."""
+def _conv5(x, w, b, s3, p6, d3, group, act, res):
+    """Conv on canonical 5-D arrays: per (image, group, row tile) im2col + one GEMM.
+
+    The epilogue y = act(y + b (+ res)) is fused into the GEMM tiles' copy-out.
+    """
     N, C, D, H, W = x.shape
     M, cg, KD, KH, KW = w.shape
     mg, kk = M // group, cg * KD * KH * KW
@@ -196,7 +211,10 @@ def _conv5(x, w, b, s3, p6, d3, group, act):
         for n in range(N):
             for g in range(group):
                 np.dot(w3[g], xg[n, g].reshape((cg, nq * OW)), y[n, g])
-        _add_bias(y.reshape((N, M, nq * OW)), b, act)
+        if res is not None:
+            _add_bias(y.reshape((N, M, nq * OW)), b, act, res.reshape((N, M, nq * OW)))
+        else:
+            _add_bias(y.reshape((N, M, nq * OW)), b, act)
         return y.reshape((N, M, o3[0], o3[1], o3[2]))
     rows = max(_TILE_BYTES // (kk * OW * x.itemsize), (_MIN_TILE_COLS + OW - 1) // OW)
     rows = min(nq, max(1, rows))
@@ -213,18 +231,22 @@ def _conv5(x, w, b, s3, p6, d3, group, act):
                              (KD, KH, KW), s3, p6, d3, o3, q0, q1, col)
                 tile = tilebuf[:mg * pt].reshape((mg, pt))
                 np.dot(w3[g], col.reshape((kk, pt)), tile)
-                _store_tile(y[n, g], q0 * OW, tile, b, g * mg, act)
+                if res is not None:
+                    _store_tile(y[n, g], q0 * OW, tile, b, g * mg, act,
+                                res.reshape((N, group, mg, nq * OW))[n, g])
+                else:
+                    _store_tile(y[n, g], q0 * OW, tile, b, g * mg, act)
     return y.reshape((N, M, o3[0], o3[1], o3[2]))
 
 
 @njit(**_JIT)
-def conv(x, w, b, strides, pads, dilations, group, act=0):
+def conv(x, w, b, strides, pads, dilations, group, act=0, res=None):
     """ONNX Conv: x (N,C,*S), w (M,C/group,*K), b (M,) -> (N,M,*O); 1-3 spatial dims.
 
-    act selects a fused activation epilogue: 0 none, 1 Relu.
+    Fused epilogue: y = act(conv + b + res); act 0 is none, 1 Relu; res (optional) has y's shape.
     """
     y = _conv5(as5d(x), as5d(w), b, tup3(strides, 1), pads6(pads), tup3(dilations, 1), group,
-               act)
+               act, opt5(res))
     return from5d(y, x)
 
 

@@ -38,15 +38,16 @@ def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_s
     kernel = _kernel_shape(ctx, x, w, kernel_shape)
     s, p, d, out = shapes.conv_geometry(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
     shape = (x.shape[0], w.shape[0]) + tuple(out)
-    meta = {"kind": "conv", "geometry": (s, p, d, int(group)), "act": 0}
+    meta = {"kind": "conv", "geometry": (s, p, d, int(group)), "act": 0, "res": False}
     return ctx.call(_conv_expr(ctx, meta), x, w, _bias(ctx, b, w.shape[0], x.dtype),
                     shape=shape, dtype=x.dtype, meta=meta)
 
 
 def _conv_expr(ctx, meta):
     s, p, d, group = meta["geometry"]
+    res = ", {3}" if meta["res"] else ""
     return (f"__k_conv.conv({{0}}, {{1}}, {{2}}, {ctx.lit(s)}, {ctx.lit(p)}, {ctx.lit(d)}, "
-            f"{ctx.lit(group)}, {ctx.lit(meta['act'])})")
+            f"{ctx.lit(group)}, {ctx.lit(meta['act'])}{res})")
 
 
 @peephole("Relu")
@@ -61,12 +62,38 @@ def relu_into_conv(ctx, x):
     return step.outs[0]
 
 
+@peephole("Add")
+@peephole("Sum")
+def residual_into_conv(ctx, *inputs):
+    """Conv + r (Add, or a 2-input Sum; r has the same shape and dtype) adds r in the epilogue.
+
+    Only the last step can take the Add, so r is always computed before the Conv runs.  A Relu
+    after the Add still fuses (relu_into_conv): y = relu(conv + bias + r).  Narrow floats keep
+    their separate rounding, so they are left alone.
+    """
+    if len(inputs) != 2:
+        return None
+    a, b = inputs
+    for x, r in ((a, b), (b, a)):
+        step = ctx.sole_producer(x, "conv")
+        if (step is None or step.meta["act"] or step.meta["res"] or r is x
+                or r.shape != x.shape or r.dtype != x.dtype or x.dtype in NARROW_FLOATS):
+            continue
+        step.meta["res"] = True
+        step.inputs.append(r)
+        step.expr = _conv_expr(ctx, step.meta)
+        step.nodes.append(ctx.label)
+        return step.outs[0]
+    return None
+
+
 @peephole("BatchNormalization")
 def batchnorm_into_conv(ctx, x, scale, bias, mean, var, epsilon=1e-5, training_mode=0, **_):
     """Conv -> BatchNormalization (inference, constant statistics) folds into the Conv's weights."""
     step = ctx.sole_producer(x, "conv")
     stats = (scale, bias, mean, var)
-    if step is None or step.meta["act"] or training_mode or not all(v.is_const for v in stats):
+    if (step is None or step.meta["act"] or step.meta["res"] or training_mode
+            or not all(v.is_const for v in stats)):
         return None
     w, b = step.inputs[1], step.inputs[2]
     if not (w.is_const and b.is_const):
