@@ -1,6 +1,7 @@
 """The ONNX backend API: `prepare`, `run_model`, `run_node`, `supports_device`, `is_compatible`."""
 from __future__ import annotations
 
+import operator
 import threading
 from collections import OrderedDict
 
@@ -31,7 +32,10 @@ class OnnxJitRep(BackendRep):
         self._outputs = namedtupledict("Outputs", self.output_names)
         self._n_inputs = len(self.inputs)
         self._value_inputs = []   # inputs whose contents are part of the signature (shapes ...)
-        self._cache = OrderedDict()
+        self._cache = OrderedDict()   # (shape, dtype) per input [+ value bytes] -> CompiledGraph
+        self._fast = {}               # _array_key per input [+ value bytes] -> CompiledGraph
+        self._hot = None              # the latest CompiledGraph.guarded, if it can be used
+        self._hot_weights = ()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
         self.compile_seconds = 0.0
@@ -40,16 +44,36 @@ class OnnxJitRep(BackendRep):
 
     # -- the hot path: a dictionary lookup and one compiled call --------------------------------
     def run(self, inputs, **kwargs):
-        arrays = inputs if type(inputs) is list and len(inputs) == self._n_inputs else \
-            self._arrays(inputs)
-        try:
-            key = tuple([(a.shape, a.dtype) for a in arrays
-                         if type(a) is _ndarray and a.flags.c_contiguous])
-        except AttributeError:      # not arrays: numpy scalars, lists ...
-            key = ()
-        if len(key) != self._n_inputs:
-            arrays = self._arrays(arrays)
-            key = tuple([(a.shape, a.dtype) for a in arrays])
+        hot = self._hot
+        if hot is not None and type(inputs) is list:
+            # Hottest path: the latest compiled module's dispatcher checks dtypes, ranks and
+            # layouts in C, and its first statement the shapes (None when they differ).
+            try:
+                outs = hot(*inputs, *self._hot_weights)
+            except (TypeError, ValueError):    # no matching types: take the checked path
+                outs = None
+            if outs is not None:
+                self.hits += 1
+                return _new_tuple(self._outputs, outs)
+        if type(inputs) is list:
+            # Hot path: a list of arrays whose (class, shape, dtype, strides) were seen before.
+            # Equal strides mean equal contiguity, so a hit needs no further checks.
+            try:
+                key = tuple(map(_array_key, inputs))
+                if self._value_inputs:
+                    key += tuple([inputs[i].tobytes() for i in self._value_inputs])
+            except (AttributeError, IndexError):
+                key = None
+            compiled = self._fast.get(key)
+            if compiled is not None:
+                self.hits += 1
+                return _new_tuple(self._outputs, compiled.fn(*inputs, *compiled.weights))
+        return self._run_checked(inputs)
+
+    def _run_checked(self, inputs):
+        """Convert and check the inputs, then run (compiling on a miss); remembers the fast key."""
+        arrays = self._arrays(inputs)
+        key = tuple([(a.shape, a.dtype) for a in arrays])
         if self._value_inputs:
             key += tuple([arrays[i].tobytes() for i in self._value_inputs])
         compiled = self._cache.get(key)
@@ -57,6 +81,10 @@ class OnnxJitRep(BackendRep):
             compiled = self._miss(key, arrays)
         else:
             self.hits += 1
+        fast = tuple(map(_array_key, arrays)) + key[self._n_inputs:]
+        if len(self._fast) >= 4 * self.max_signatures:
+            self._fast.clear()
+        self._fast[fast] = compiled
         return _new_tuple(self._outputs, compiled.fn(*arrays, *compiled.weights))
 
     def _arrays(self, inputs):
@@ -111,8 +139,12 @@ class OnnxJitRep(BackendRep):
             key += tuple(arrays[i].tobytes() for i in self._value_inputs)
         self._cache[key] = compiled
         self.compile_seconds += compiled.compile_seconds
+        usable = compiled.guarded is not None and not self._value_inputs
+        self._hot = compiled.guarded if usable else None
+        self._hot_weights = compiled.weights
         while len(self._cache) > self.max_signatures:
-            self._cache.popitem(last=False)
+            _, evicted = self._cache.popitem(last=False)
+            self._fast = {k: c for k, c in self._fast.items() if c is not evicted}
         return compiled
 
     # -- inspection -----------------------------------------------------------------------------
@@ -163,7 +195,9 @@ class OnnxJitRep(BackendRep):
                 f"{len(self._cache)} signature(s), {self.hits} hits, {self.misses} misses>")
 
 
-_ndarray = np.ndarray
+# What the hot path keys on: exact class (ndarray, not a subclass or numpy scalar), shape, dtype
+# and strides (which fix contiguity).  Entries are made only from converted, C-contiguous arrays.
+_array_key = operator.attrgetter("__class__", "shape", "dtype", "strides")
 _new_tuple = tuple.__new__   # builds the namedtupledict without its Python-level __new__
 
 

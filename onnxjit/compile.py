@@ -67,6 +67,7 @@ def compile_segments(module, segments):
     for seg in segments:
         dispatcher = getattr(module, seg.name)
         signature = tuple(numba_type(v) for v in seg.params)
-        dispatcher.compile(signature)
+        if signature not in dispatcher.overloads:   # a module imported before is compiled
+            dispatcher.compile(signature)
         entries.append(dispatcher.overloads[signature].entry_point)
     return entries

@@ -157,11 +157,25 @@ class Emitter:
         if self.profile:
             return self.write_segments(buf, [[s] for s in body], statements[-1], params, values)
         if sum(len(s[2]) for s in body) <= MAX_SEGMENT_STATEMENTS:
-            self.write_function(buf, "segment.py.tmpl", "run_graph", params, statements)
+            self.write_function(buf, "segment.py.tmpl", "run_graph", params,
+                                [self.shape_guard()] + statements)
             return "run_graph", [Segment("run_graph", [values[p] for p in params], [])]
         chunks = [body[i:i + MAX_SEGMENT_STATEMENTS // 2]
                   for i in range(0, len(body), MAX_SEGMENT_STATEMENTS // 2)]
         return self.write_segments(buf, chunks, statements[-1], params, values)
+
+    def shape_guard(self):
+        """A statement returning None unless every input has the shape compiled for.
+
+        Numba's dispatcher already matches dtype, rank and layout in C; with this guard, a call of
+        the dispatcher is a complete check of the signature (rep.run's fast path relies on it).
+        """
+        checks = [f"{self.var(v)}.shape != {lit_tuple([str(d) for d in v.shape])}"
+                  for v in self.program.inputs]
+        if not checks:
+            return ([], [], [])
+        return ([], [], ["# guard: only the input shapes this module was compiled for",
+                         f"if {' or '.join(checks)}:", "    return None"])
 
     def write_segments(self, buf, chunks, final, params, values):
         segments, driver = [], []

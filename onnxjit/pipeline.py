@@ -26,6 +26,7 @@ class CompiledGraph:
     compile_seconds: float
     path: str
     module: object = None
+    guarded: object = None   # the njit dispatcher, type- and shape-checking (see rep.run)
 
     @property
     def profile(self):
@@ -54,9 +55,15 @@ def compile_model(model, signature, label="model", profile=False, values=None):
     single = generated.segments[0].name == generated.entry
     fn = entries[0] if single else getattr(module, generated.entry)
     fn = _narrow_edges(fn, program)
+    guarded = None
+    if single and fn is entries[0] and program.inputs:
+        # The dispatcher checks dtype, rank and layout, the module's guard the shapes: a call
+        # is safe for any arguments, and returns None (or raises TypeError) on a mismatch.
+        guarded = getattr(module, generated.entry)
+        guarded.disable_compile()
     return CompiledGraph(signature, fn, tuple(generated.weights),
                          generated.source, kernels, program, time.perf_counter() - start,
-                         module.__file__, module)
+                         module.__file__, module, guarded)
 
 
 def _narrow_edges(fn, program):

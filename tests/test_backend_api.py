@@ -104,6 +104,34 @@ def test_symbolic_dims_compile_per_shape_and_then_hit():
     assert "float32[4, 3]" in rep.source([((4, 3), np.float32)])
 
 
+@pytest.mark.parametrize("variant", ["strided", "fortran", "readonly", "subclass"])
+def test_fast_paths_fall_back_for_unusual_arrays(variant):
+    """rep.run's fast paths (dispatcher + shape guard, then the stride key) must not take arrays
+    whose layout or type differs from what was compiled: the result always equals the oracle."""
+    rep = backend.prepare(chain_model(dims=("n", "m")))
+    base = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+    rep.run([base])                                   # compiled for (4, 6) float32, C order
+    rep.run([base])
+    x = {"strided": base[::1, ::2].copy().repeat(2, axis=1)[:, ::2],
+         "fortran": np.asfortranarray(base), "readonly": base.copy(),
+         "subclass": np.asmatrix(base)}[variant]
+    if variant == "readonly":
+        x.flags.writeable = False
+    for _ in range(2):                                # miss (or hit), then a fast-path hit
+        got = rep.run([x])[0]
+        np.testing.assert_array_equal(got, np.maximum(2 * np.asarray(x), 0))
+
+
+def test_other_shapes_and_dtypes_miss_the_latest_entry():
+    rep = backend.prepare(chain_model(dims=("n",)))
+    for x in (np.ones(3, np.float32), np.arange(5, dtype=np.float32), np.ones(3, np.float32)):
+        np.testing.assert_array_equal(rep.run([x])[0], np.maximum(2 * x, 0))
+    with pytest.raises(onnxjit.InputError, match="dtype"):
+        rep.run([np.ones(3, np.float64)])
+    with pytest.raises(onnxjit.InputError, match="input"):
+        rep.run([np.ones(3, np.float32), np.ones(3, np.float32)])
+
+
 def test_signature_cache_is_capped():
     rep = backend.prepare(chain_model(dims=("n",)), max_signatures=2)
     for n in (1, 2, 3):
