@@ -102,3 +102,31 @@ def test_residual_add_relu_fuses_into_conv(op, conv_last, residual_reader, strid
     else:
         assert [k.kind for k in kernels] == ["call", "call"]
         assert second == ["Conv", op, "Relu"]
+
+
+@pytest.mark.parametrize("scale_shape,shift_shape,folds", [
+    ((4, 1, 1), (1, 4, 1, 1), True),      # per channel (Unsqueezed BN scale/shift, as in Inception)
+    ((1,), (4, 1, 1), True),              # a scalar scale also folds
+    ((1, 1, 8, 8), (4, 1, 1), False),     # per pixel: the Mul stays an elementwise step
+])
+@pytest.mark.parametrize("const_first", [False, True])
+def test_constant_scale_and_shift_fold_into_conv(scale_shape, shift_shape, folds, const_first):
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(scale_shape).astype(np.float32), "s"),
+             numpy_helper.from_array(rng.standard_normal(shift_shape).astype(np.float32), "t")]
+    order = (lambda v, c: [c, v]) if const_first else (lambda v, c: [v, c])
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Mul", order("c", "s"), ["m"]),
+             helper.make_node("Add", order("m", "t"), ["a"]),
+             helper.make_node("Relu", ["a"], ["y"])]
+    graph = helper.make_graph(nodes, "affine", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [2, 3, 8, 8])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    rep = backend.prepare(model)
+    np.testing.assert_allclose(rep.run([x])[0], ReferenceEvaluator(model).run(None, {"x": x})[0],
+                               rtol=1e-4, atol=1e-5)
+    kinds = [k.kind for k in rep.compiled().kernels]
+    assert kinds == (["call"] if folds else ["call", "fused"])

@@ -87,6 +87,57 @@ def residual_into_conv(ctx, *inputs):
     return None
 
 
+def _channel_vector(x, c):
+    """c as a length-C vector when it broadcasts over x (N, C, *S) per channel, else None."""
+    if not c.is_const or c.rank > x.rank or x.rank < 2:
+        return None
+    shape = (1,) * (x.rank - c.rank) + tuple(c.shape)
+    if shape[0] != 1 or shape[1] not in (1, x.shape[1]) or any(d != 1 for d in shape[2:]):
+        return None
+    return np.broadcast_to(c.const.reshape(shape[1]), (x.shape[1],))
+
+
+def _foldable_conv(ctx, x, c):
+    """The Conv step making `x` and c as a per-channel vector, when an affine op can fold."""
+    step = ctx.sole_producer(x, "conv")
+    if (step is None or step.meta["act"] or step.meta["res"] or x.dtype in NARROW_FLOATS
+            or c.dtype != x.dtype):
+        return None, None
+    vec = _channel_vector(x, c)
+    w, b = step.inputs[1], step.inputs[2]
+    if vec is None or not (w.is_const and b.is_const):
+        return None, None
+    return step, vec
+
+
+@peephole("Mul")
+def scale_into_conv(ctx, a, b):
+    """Conv * (constant per-channel scale) folds into the Conv's weights and bias."""
+    for x, c in ((a, b), (b, a)):
+        step, vec = _foldable_conv(ctx, x, c)
+        if step is not None:
+            w, bias = step.inputs[1], step.inputs[2]
+            step.inputs[1] = ctx.constant(
+                (w.const * vec.reshape((-1,) + (1,) * (w.rank - 1))).astype(w.dtype))
+            step.inputs[2] = ctx.constant((bias.const * vec).astype(bias.dtype))
+            step.nodes.append(ctx.label)
+            return step.outs[0]
+    return None
+
+
+@peephole("Add")
+def shift_into_conv(ctx, a, b):
+    """Conv + (constant per-channel shift) folds into the Conv's bias."""
+    for x, c in ((a, b), (b, a)):
+        step, vec = _foldable_conv(ctx, x, c)
+        if step is not None:
+            bias = step.inputs[2]
+            step.inputs[2] = ctx.constant((bias.const + vec).astype(bias.dtype))
+            step.nodes.append(ctx.label)
+            return step.outs[0]
+    return None
+
+
 @peephole("BatchNormalization")
 def batchnorm_into_conv(ctx, x, scale, bias, mean, var, epsilon=1e-5, training_mode=0, **_):
     """Conv -> BatchNormalization (inference, constant statistics) folds into the Conv's weights."""
