@@ -36,6 +36,7 @@ class OnnxJitRep(BackendRep):
         self._fast = {}               # _array_key per input [+ value bytes] -> CompiledGraph
         self._hot = None              # the latest CompiledGraph.guarded, if it can be used
         self._hot_weights = ()
+        self._hot_misses = 0
         self._lock = threading.Lock()
         self.hits = self.misses = 0
         self.compile_seconds = 0.0
@@ -52,6 +53,9 @@ class OnnxJitRep(BackendRep):
                 outs = hot(*inputs, *self._hot_weights)
             except (TypeError, ValueError):    # no matching types: take the checked path
                 outs = None
+                self._hot_misses += 1          # Numba's mismatch error is slow (~0.1 ms):
+                if self._hot_misses > 8:       # callers that keep missing lose this path
+                    self._hot = None
             if outs is not None:
                 self.hits += 1
                 return _new_tuple(self._outputs, outs)
@@ -142,6 +146,7 @@ class OnnxJitRep(BackendRep):
         usable = compiled.guarded is not None and not self._value_inputs
         self._hot = compiled.guarded if usable else None
         self._hot_weights = compiled.weights
+        self._hot_misses = 0
         while len(self._cache) > self.max_signatures:
             _, evicted = self._cache.popitem(last=False)
             self._fast = {k: c for k, c in self._fast.items() if c is not evicted}

@@ -93,7 +93,8 @@ class Emitter:
             n_kernels=len(self.kernels), kernels_digest=kernels_digest(), entry_kind="njit" if segments[0].name == entry else
             f"Python driver over {len(segments)} njit segments", imports=self.imports(buf.getvalue()))
         source = header + "\n" + buf.getvalue()
-        weights = [np.ascontiguousarray(w.const, dtype=compute_dtype(w.dtype)) for w in self.weights]
+        # writeable C arrays: the types the module is compiled for (Numba types read-only arrays apart)
+        weights = [np.require(w.const, compute_dtype(w.dtype), ['C', 'W']) for w in self.weights]
         return Module(source, entry, weights, segments, self.kernels)
 
     def signature_text(self):

@@ -207,3 +207,19 @@ def test_outputs_that_view_an_input_are_copies(op, attrs, extra):
     out = rep.run([x] + extra)[0]
     out.reshape(-1)[0] = 100
     assert x.reshape(-1)[0] == 0
+
+
+def test_models_with_weights_take_the_dispatcher_path():
+    """The latest module's dispatcher must match on every call for a plain input list: a miss
+    would cost Numba's slow mismatch error each time (weights must have the compiled types)."""
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [onnx.numpy_helper.from_array(w, "w")])
+    rep = backend.prepare(helper.make_model(graph))
+    x = np.ones((2, 3), np.float32)
+    for _ in range(3):
+        np.testing.assert_allclose(rep.run([x])[0], x @ w)
+    assert rep._hot is not None and rep._hot_misses == 0
