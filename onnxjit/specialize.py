@@ -248,6 +248,12 @@ def specialize(model: onnx.ModelProto, input_values) -> Program:
     env = {name: const_value(a, name) for name, a in initializers(graph).items()}
     env.update({v.name: v for v in input_values})
     walk(program, graph.node, env, model_opsets)
+    for step in program.steps:
+        # Rewrites that must see a step's final inputs, after every peephole folded into it
+        # (e.g. the Winograd weight transform, after BatchNormalization folded into the Conv).
+        finalize = step.meta.pop("finalize", None)
+        if finalize is not None:
+            finalize(step)
     for out in graph.output:
         if out.name not in env:
             raise ModelError(f"graph output {out.name!r} is produced by no node")

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import shapes
+from ..ir import const_value
+from ..kernels import shapes, winograd
+from ..source import lit
 from ..registry import peephole, register
 
 from ..ir import NARROW_FLOATS
@@ -38,7 +40,13 @@ def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_s
     kernel = _kernel_shape(ctx, x, w, kernel_shape)
     s, p, d, out = shapes.conv_geometry(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
     shape = (x.shape[0], w.shape[0]) + tuple(out)
-    meta = {"kind": "conv", "geometry": (s, p, d, int(group)), "act": 0, "res": False}
+    meta = {"kind": "conv", "geometry": (s, p, d, int(group)), "act": 0, "res": False,
+            "winograd": 0}
+    if (kernel == (3, 3) and s == (1, 1) and d == (1, 1) and group == 1 and w.is_const
+            and x.dtype in (np.float32, np.float64)):
+        meta["winograd"] = winograd.use_winograd(x.shape[1], w.shape[0], out[0], out[1],
+                                                 x.shape[0])
+        meta["finalize"] = _winograd_weights
     return ctx.call(_conv_expr(ctx, meta), x, w, _bias(ctx, b, w.shape[0], x.dtype),
                     shape=shape, dtype=x.dtype, meta=meta)
 
@@ -46,8 +54,22 @@ def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_s
 def _conv_expr(ctx, meta):
     s, p, d, group = meta["geometry"]
     res = ", {3}" if meta["res"] else ""
-    return (f"__k_conv.conv({{0}}, {{1}}, {{2}}, {ctx.lit(s)}, {ctx.lit(p)}, {ctx.lit(d)}, "
-            f"{ctx.lit(group)}, {ctx.lit(meta['act'])}{res})")
+    if meta.get("winograd_weights"):
+        return (f"__k_winograd.conv3x3({{0}}, {{1}}, {{2}}, {lit(p)}, {lit(meta['act'])}, "
+                f"{{3}})" if meta["res"] else
+                f"__k_winograd.conv3x3({{0}}, {{1}}, {{2}}, {lit(p)}, {lit(meta['act'])}, None)")
+    return (f"__k_conv.conv({{0}}, {{1}}, {{2}}, {lit(s)}, {lit(p)}, {lit(d)}, "
+            f"{lit(group)}, {lit(meta['act'])}{res})")
+
+
+def _winograd_weights(step):
+    """3x3 stride-1 convs where Winograd measured faster: transform the final (folded) weights."""
+    w = step.inputs[1]
+    if not step.meta["winograd"] or not w.is_const:
+        return
+    step.inputs[1] = const_value(winograd.winograd_weights(w.const, step.meta["winograd"]))
+    step.meta["winograd_weights"] = True
+    step.expr = _conv_expr(None, step.meta)
 
 
 @peephole("Relu")

@@ -1,0 +1,158 @@
+"""Winograd 3x3 Conv kernel (onnxjit.kernels.winograd) vs onnx.reference / onnxruntime.
+
+The oracle runs an ONNX graph Conv -> (Add residual) -> (Relu); the kernel computes the same
+y = act(conv(x) + b (+ res)) from winograd_weights(w, m).  Errors are measured relative to
+max |y| (Winograd rounding grows with the transform's dynamic range, not per element).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper as oh
+from onnx import numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from onnxjit.kernels.winograd import conv3x3, use_winograd, winograd_weights
+
+REL = {np.float32: 1e-4, np.float64: 1e-12}
+
+
+def _model(x, w, b, pads, act, res):
+    """ONNX model computing act(Conv(x, w, b, pads) [+ res])."""
+    tp = oh.np_dtype_to_tensor_dtype(x.dtype)
+    nodes = [oh.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3],
+                          pads=[pads[0], pads[1], pads[2], pads[3]])]
+    inputs = [oh.make_tensor_value_info("x", tp, list(x.shape))]
+    last = "c"
+    if res is not None:
+        nodes.append(oh.make_node("Add", ["c", "r"], ["a"]))
+        inputs.append(oh.make_tensor_value_info("r", tp, list(res.shape)))
+        last = "a"
+    nodes.append(oh.make_node("Relu" if act else "Identity", [last], ["y"]))
+    graph = oh.make_graph(nodes, "g", inputs, [oh.make_tensor_value_info("y", tp, None)],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+def _reference(x, w, b, pads, act, res, engine="reference"):
+    model = _model(x, w, b, pads, act, res)
+    feeds = {"x": x} if res is None else {"x": x, "r": res}
+    if engine == "ort":
+        import onnxruntime as ort
+        model.ir_version = 10
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        sess = ort.InferenceSession(model.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+        return sess.run(None, feeds)[0]
+    return ReferenceEvaluator(model).run(None, feeds)[0]
+
+
+def _inputs(N, C, M, H, W, pads, dtype, with_res, seed=0):
+    """N(0,1) input, He-scaled weights, small bias, optional residual."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((N, C, H, W)).astype(dtype)
+    w = (rng.standard_normal((M, C, 3, 3)) * np.sqrt(2.0 / (9 * C))).astype(dtype)
+    b = (0.1 * rng.standard_normal(M)).astype(dtype)
+    oh_, ow_ = H + pads[0] + pads[2] - 2, W + pads[1] + pads[3] - 2
+    res = rng.standard_normal((N, M, oh_, ow_)).astype(dtype) if with_res else None
+    return x, w, b, res
+
+
+def _check(x, w, b, pads, act, res, m, engine="reference"):
+    dtype = x.dtype.type
+    ref = _reference(x, w, b, pads, act, res, engine)
+    got = conv3x3(x, winograd_weights(w, m), b, pads, act, res)
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    scale = max(float(np.abs(ref).max()), 1e-30)
+    err = float(np.abs(got.astype(np.float64) - ref).max()) / scale
+    assert err <= REL[dtype], f"relative error {err:.3g} (m={m}, {dtype.__name__})"
+
+
+PADS = [(0, 0, 0, 0), (1, 1, 1, 1), (0, 1, 1, 0), (2, 0, 1, 3)]
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("pads", PADS)
+def test_pads_odd_sizes(m, dtype, pads):
+    """H=7, W=9: no side a multiple of m; asymmetric and zero pads."""
+    x, w, b, _ = _inputs(1, 5, 6, 7, 9, pads, dtype, False)
+    _check(x, w, b, pads, 0, None, m)
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("act", [0, 1])
+@pytest.mark.parametrize("with_res", [False, True])
+def test_batch_act_residual(m, dtype, act, with_res):
+    """N=2 (tile rows of both images share GEMMs), fused Relu and residual add."""
+    pads = (1, 1, 1, 1)
+    x, w, b, res = _inputs(2, 8, 12, 10, 13, pads, dtype, with_res, seed=1)
+    _check(x, w, b, pads, act, res, m)
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("hw", [(1, 1), (2, 3), (3, 3), (4, 5)])
+def test_tiny_images(m, dtype, hw):
+    """Images smaller than one tile; 1x1 input with pads 1 gives a 1x1 output."""
+    pads = (1, 1, 1, 1)
+    x, w, b, res = _inputs(2, 3, 4, hw[0], hw[1], pads, dtype, True, seed=2)
+    _check(x, w, b, pads, 1, res, m)
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_many_chunks_across_images(m):
+    """Enough tiles for several chunks, with a chunk spanning the two images."""
+    pads = (1, 1, 1, 1)
+    x, w, b, res = _inputs(2, 64, 64, 110, 120, pads, np.float32, True, seed=3)
+    _check(x, w, b, pads, 1, res, m, engine="ort")
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_many_chunks_float64(m):
+    pads = (0, 1, 2, 1)
+    x, w, b, res = _inputs(2, 40, 48, 50, 44, pads, np.float64, True, seed=4)
+    _check(x, w, b, pads, 0, res, m)
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("C", [256, 512])
+def test_wide_channels_accuracy(m, C):
+    """float32 error must stay well inside 1e-4 relative even at C=512 with F(4x4)."""
+    pads = (1, 1, 1, 1)
+    x, w, b, _ = _inputs(1, C, 32, 9, 9, pads, np.float32, False, seed=5)
+    _check(x, w, b, pads, 0, None, m, engine="ort")
+
+
+def test_empty_output():
+    x = np.zeros((1, 2, 1, 1), np.float32)
+    w = np.ones((3, 2, 3, 3), np.float32)
+    y = conv3x3(x, winograd_weights(w, 2), np.zeros(3, np.float32), (0, 0, 0, 0), 0, None)
+    assert y.shape == (1, 3, 0, 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_weights_layout(dtype):
+    w = np.random.default_rng(6).standard_normal((5, 3, 3, 3)).astype(dtype)
+    for m, a in ((2, 4), (4, 6)):
+        u = winograd_weights(w, m)
+        assert u.shape == (a * a, 5, 3) and u.dtype == dtype and u.flags.c_contiguous
+    # point (k, l) = (0, 0) is G[0] g G[0]^T: g[0, 0] for m=2, g[0, 0]/16 for m=4
+    np.testing.assert_allclose(winograd_weights(w, 2)[0], w[:, :, 0, 0])
+    np.testing.assert_allclose(winograd_weights(w, 4)[0], w[:, :, 0, 0] / 16, rtol=1e-6)
+    with pytest.raises(ValueError):
+        winograd_weights(w, 3)
+    with pytest.raises(ValueError):
+        winograd_weights(w[:, :, :2], 2)
+
+
+def test_use_winograd():
+    assert use_winograd(64, 64, 56, 56) == 4
+    assert use_winograd(256, 256, 14, 14) == 2
+    assert use_winograd(512, 512, 7, 7) == 0  # U streaming dominates with 16 tiles
+    assert use_winograd(512, 512, 7, 7, N=4) == 2
+    assert use_winograd(64, 64, 0, 5) == 0
+    assert use_winograd(64, 64, 8, 4096) == 0  # wider than the scratch buffers
