@@ -86,14 +86,14 @@ def relu_into_conv(ctx, x):
 
 @peephole("Add")
 @peephole("Sum")
-def residual_into_conv(ctx, *inputs):
+def residual_into_conv(ctx, *inputs, **legacy):
     """Conv + r (Add, or a 2-input Sum; r has the same shape and dtype) adds r in the epilogue.
 
     Only the last step can take the Add, so r is always computed before the Conv runs.  A Relu
     after the Add still fuses (relu_into_conv): y = relu(conv + bias + r).  Narrow floats keep
     their separate rounding, so they are left alone.
     """
-    if len(inputs) != 2:
+    if len(inputs) != 2 or legacy:    # opset < 7 broadcast/axis attributes: left alone
         return None
     a, b = inputs
     for x, r in ((a, b), (b, a)):
@@ -133,9 +133,9 @@ def _foldable_conv(ctx, x, c):
 
 
 @peephole("Mul")
-def scale_into_conv(ctx, a, b):
+def scale_into_conv(ctx, a, b, **legacy):
     """Conv * (constant per-channel scale) folds into the Conv's weights and bias."""
-    for x, c in ((a, b), (b, a)):
+    for x, c in ((a, b), (b, a)) if not legacy else ():
         step, vec = _foldable_conv(ctx, x, c)
         if step is not None:
             w, bias = step.inputs[1], step.inputs[2]
@@ -148,9 +148,9 @@ def scale_into_conv(ctx, a, b):
 
 
 @peephole("Add")
-def shift_into_conv(ctx, a, b):
+def shift_into_conv(ctx, a, b, **legacy):
     """Conv + (constant per-channel shift) folds into the Conv's bias."""
-    for x, c in ((a, b), (b, a)):
+    for x, c in ((a, b), (b, a)) if not legacy else ():
         step, vec = _foldable_conv(ctx, x, c)
         if step is not None:
             bias = step.inputs[2]
