@@ -3,58 +3,488 @@
 Windowed pools take x (N, C, *S) with 1..3 spatial dims, ``kernel``/``strides``/
 ``dilations``/``out_shape`` k-tuples and ``pads`` a 2k-tuple (begin..., end...), all from
 ``shapes.pool_geometry`` (which also resolves auto_pad and ceil_mode).  Taps outside the
-input are skipped, which equals -inf padding for MaxPool.  Arrays must be C-contiguous.
+input are skipped, which equals -inf padding for MaxPool; AveragePool divides by the number
+of taps inside the input (count_include_pad=0) or inside [-pad_begin, S+pad_end) (=1), and a
+window with no counted tap gives NaN.  MaxPool propagates NaN (np.maximum semantics).  Arrays
+must be C-contiguous.
+
+MaxPool and AveragePool pick one of three schemes (``_pool5``), all built from long flat
+loops, because LLVM vectorises those and runs per-row loops over 7..28 columns mostly scalar:
+
+* whole plane (one window covers each plane, e.g. 7x7 on 7x7): a reduction per plane;
+* stride 1 with output size == input size: separable masked passes, no padded copy;
+* anything else: padded phase-split copies of a block of planes, one run per tap group.
 """
 
 import numpy as np
 from numba import njit
 
-from .conv import as5d, from5d, pads6, span, tup3
+from .conv import _copy_run, as5d, from5d, pads6, span, tup3
 
 _JIT = dict(cache=True, error_model="numpy")
 
 
 @njit(inline="always", **_JIT)
-def _max_run(y, dst, xf, src, n, step):
-    """y[dst+i] = max(y[dst+i], xf[src+i*step]); constant-stride copies vectorise."""
-    dst, src, n = np.uint64(dst), np.uint64(src), np.uint64(n)
-    if step == 1:
-        for i in range(n):
-            y[dst + i] = max(y[dst + i], xf[src + i])
-    elif step == 2:
-        for i in range(n):
-            y[dst + i] = max(y[dst + i], xf[src + i * np.uint64(2)])
+def _fill_run(dst, d0, n, v):
+    d0 = np.uint64(d0)
+    for i in range(np.uint64(n)):
+        dst[d0 + i] = v
+
+
+@njit(inline="always", **_JIT)
+def _mx(a, b):
+    """max(a, b) that propagates a NaN in either argument (np.maximum semantics)."""
+    return b if b > a or b != b else a
+
+
+# ---------------------------------------------------------------- polyphase padded planes
+# A windowed op with stride s reads padded coordinate u = o*s + k*d for output o and tap k.
+# Splitting each padded plane into s phases per dim (u = idx*s + phase) makes every tap a
+# unit-stride read at a fixed offset: tap k reads phase (k*d) % s at idx o + (k*d) // s.
+# With the phase planes of a block of channels flattened and stacked, a tap is then ONE long
+# contiguous run over the whole block (acc[q] op= buf[q + off]); the few columns past the
+# output width in each row are computed and dropped.  LLVM only vectorises long loops well, so
+# this beats per-row loops by a wide margin on the 7x7..28x28 planes of CNN tails.
+# Buffer layout: phase ((aw*sd + ad)*sh + ah), then plane c < nb, then (Dq, Hq, Wq).
+_BLOCK_ELEMS = 4096  # accumulator elements per block of planes: acc stays in L1
+
+
+@njit(inline="always", **_JIT)
+def _qext(o, k, s, d):
+    """Extent of one phase plane: ceil(padded span / s), padded span (o-1)*s + (k-1)*d + 1."""
+    return ((o - 1) * s + (k - 1) * d + s) // s
+
+
+@njit(**_JIT)
+def phase_geometry(k3, s3, d3, o3):
+    """((Dq, Hq, Wq), phase count, flat run length covering one plane's outputs)."""
+    q3 = (_qext(o3[0], k3[0], s3[0], d3[0]), _qext(o3[1], k3[1], s3[1], d3[1]),
+          _qext(o3[2], k3[2], s3[2], d3[2]))
+    run = ((o3[0] - 1) * q3[1] + o3[1] - 1) * q3[2] + o3[2]
+    return q3, s3[0] * s3[1] * s3[2], run
+
+
+@njit(**_JIT)
+def block_planes(nplanes, q3, o3):
+    """Planes per block: about _BLOCK_ELEMS accumulator elements, at least one plane."""
+    if nplanes <= 0 or o3[0] * o3[1] * o3[2] == 0:
+        return 1
+    return min(nplanes, max(1, _BLOCK_ELEMS // (q3[0] * q3[1] * q3[2])))
+
+
+@njit(**_JIT)
+def tap_offsets(k3, s3, d3, q3, nb):
+    """Start offset of every tap (C order over kd, kh, kw) in a phase buffer of nb planes."""
+    offs = np.empty(k3[0] * k3[1] * k3[2], np.int64)
+    pq = q3[0] * q3[1] * q3[2]
+    t = 0
+    for kd in range(k3[0]):
+        for kh in range(k3[1]):
+            for kw in range(k3[2]):
+                ud, uh, uw = kd * d3[0], kh * d3[1], kw * d3[2]
+                ph = ((uw % s3[2]) * s3[0] + ud % s3[0]) * s3[1] + uh % s3[1]
+                offs[t] = ph * nb * pq + ((ud // s3[0]) * q3[1] + uh // s3[1]) * q3[2] \
+                    + uw // s3[2]
+                t += 1
+    return offs
+
+
+@njit(**_JIT)
+def fill_phases(xf, nc0, m, nb, in3, s3, p6, q3, buf, rowbuf, padval):
+    """Planes nc0..nc0+m of flat x (canonical (D, H, W) planes) into phase buffer buf.
+
+    Padded rows are copied contiguously (into rowbuf when the W stride is > 1, then split
+    into column phases by one flat deinterleave); coordinates outside the input get padval.
+    buf/rowbuf hold nb planes per phase; planes m..nb-1 are left as garbage.
+    """
+    D, H, W = in3
+    Dq, Hq, Wq = q3
+    sd, sh, sw = s3
+    Wp = sw * Wq
+    pad = buf.dtype.type(padval)
+    rb = rowbuf if sw > 1 else buf
+    c0 = min(p6[2], Wp)  # padded columns [c0, c1) come from input columns [0, c1 - c0)
+    c1 = max(c0, min(p6[2] + W, Wp))
+    for ad in range(sd):
+        for ah in range(sh):
+            for c in range(m):
+                for i in range(Dq):
+                    di = i * sd + ad - p6[0]
+                    for j in range(Hq):
+                        hj = j * sh + ah - p6[1]
+                        dst = ((((ad * sh + ah) * nb + c) * Dq + i) * Hq + j) * Wp
+                        if di < 0 or di >= D or hj < 0 or hj >= H:
+                            _fill_run(rb, dst, Wp, pad)
+                        else:
+                            _fill_run(rb, dst, c0, pad)
+                            _copy_run(rb, dst + c0, xf, (((nc0 + c) * D + di) * H + hj) * W,
+                                      c1 - c0, 1)
+                            _fill_run(rb, dst + c1, Wp - c1, pad)
+    if sw > 1:
+        nrw = np.uint64(sd * sh * nb * Dq * Hq * Wq)  # elements per column phase
+        if sw == 2:
+            for k in range(nrw):
+                buf[k] = rb[np.uint64(2) * k]
+                buf[nrw + k] = rb[np.uint64(2) * k + np.uint64(1)]
+        else:
+            usw = np.uint64(sw)
+            for k in range(nrw):
+                for aw in range(usw):
+                    buf[aw * nrw + k] = rb[k * usw + aw]
+
+
+@njit(inline="always", **_JIT)
+def _max_taps(acc, b, o0, o1, o2, n, first):
+    """acc[i] = max(acc[i] (unless first), b[o0+i], b[o1+i], b[o2+i]) for i < n."""
+    o0, o1, o2 = np.uint64(o0), np.uint64(o1), np.uint64(o2)
+    if first:
+        for i in range(np.uint64(n)):
+            acc[i] = _mx(_mx(b[o0 + i], b[o1 + i]), b[o2 + i])
     else:
-        for i in range(n):
-            y[dst + i] = max(y[dst + i], xf[src + i * np.uint64(step)])
+        for i in range(np.uint64(n)):
+            acc[i] = _mx(_mx(_mx(acc[i], b[o0 + i]), b[o1 + i]), b[o2 + i])
+
+
+@njit(inline="always", **_JIT)
+def _sum_taps(acc, b, o0, o1, o2, ntap, n, first):
+    """acc[i] (+)= b[o0+i] (+ b[o1+i] (+ b[o2+i])) for the first ntap (1..3) offsets."""
+    o0, o1, o2 = np.uint64(o0), np.uint64(o1), np.uint64(o2)
+    if ntap == 3:
+        if first:
+            for i in range(np.uint64(n)):
+                acc[i] = b[o0 + i] + b[o1 + i] + b[o2 + i]
+        else:
+            for i in range(np.uint64(n)):
+                acc[i] += b[o0 + i] + b[o1 + i] + b[o2 + i]
+    elif ntap == 2:
+        if first:
+            for i in range(np.uint64(n)):
+                acc[i] = b[o0 + i] + b[o1 + i]
+        else:
+            for i in range(np.uint64(n)):
+                acc[i] += b[o0 + i] + b[o1 + i]
+    elif first:
+        for i in range(np.uint64(n)):
+            acc[i] = b[o0 + i]
+    else:
+        for i in range(np.uint64(n)):
+            acc[i] += b[o0 + i]
+
+
+@njit(**_JIT)
+def _pool_flat(x, k3, s3, p6, d3, o3, is_max, count_include_pad):
+    """Max or average pool over blocks of channel planes via phase buffers (see above)."""
+    N, C, D, H, W = x.shape
+    OD, OH, OW = o3
+    NC, OP = N * C, OD * OH * OW
+    y = np.empty(NC * OP, x.dtype)
+    if NC == 0 or OP == 0:
+        return y.reshape((N, C, OD, OH, OW))
+    q3, nph, run = phase_geometry(k3, s3, d3, o3)
+    pq = q3[0] * q3[1] * q3[2]
+    nb = block_planes(NC, q3, o3)
+    buf = np.empty(nph * nb * pq, x.dtype)
+    rowbuf = np.empty(nph * nb * pq if s3[2] > 1 else 0, x.dtype)
+    acc = np.empty(nb * pq, x.dtype)
+    offs = tap_offsets(k3, s3, d3, q3, nb)
+    nt = offs.size
+    xf = x.reshape(x.size)
+    # separable window sizes for the average: count_d[od] * count_h[oh] * count_w[ow]
+    cnt = np.zeros((3, max(OD, OH, OW)), x.dtype)
+    if not is_max:
+        in3 = (D, H, W)
+        for ax in range(3):
+            for o in range(o3[ax]):
+                if count_include_pad:
+                    a0, a1 = span(o * s3[ax], in3[ax] + p6[ax] + p6[ax + 3], d3[ax], k3[ax])
+                else:
+                    a0, a1 = span(o * s3[ax] - p6[ax], in3[ax], d3[ax], k3[ax])
+                cnt[ax, o] = a1 - a0
+    cw = cnt[2]
+    for nc0 in range(0, NC, nb):
+        m = min(nb, NC - nc0)
+        fill_phases(xf, nc0, m, nb, (D, H, W), s3, p6, q3, buf, rowbuf,
+                    -np.inf if is_max else 0.0)
+        L = (m - 1) * pq + run
+        n3 = nt - nt % 3
+        for t in range(0, n3, 3):  # ntap is a literal 3 here: the loop body is specialised
+            if is_max:
+                _max_taps(acc, buf, offs[t], offs[t + 1], offs[t + 2], L, t == 0)
+            else:
+                _sum_taps(acc, buf, offs[t], offs[t + 1], offs[t + 2], 3, L, t == 0)
+        if n3 < nt:  # one or two taps left; max may repeat a tap
+            u1 = min(n3 + 1, nt - 1)
+            if is_max:
+                _max_taps(acc, buf, offs[n3], offs[u1], offs[u1], L, n3 == 0)
+            else:
+                _sum_taps(acc, buf, offs[n3], offs[u1], offs[u1], nt - n3, L, n3 == 0)
+        for c in range(m):
+            for od in range(OD):
+                for oh in range(OH):
+                    src = np.uint64(c * pq + (od * q3[1] + oh) * q3[2])
+                    dst = np.uint64(((nc0 + c) * OD + od) * OH + oh) * np.uint64(OW)
+                    if is_max:
+                        _copy_run(y, dst, acc, src, OW, 1)
+                    else:
+                        cdh = cnt[0, od] * cnt[1, oh]
+                        for ow in range(np.uint64(OW)):
+                            y[dst + ow] = acc[src + ow] / (cdh * cw[ow])
+    return y.reshape((N, C, OD, OH, OW))
+
+
+# ---------------------------------------------------------------- stride-1 'same' pools
+# With stride 1 and an output as large as the input, max/mean are separable and every axis
+# pass is a flat run over a whole block of planes: out[q] = op_k in[q + e_k] where e_k is the
+# tap's flat offset along that axis.  Reads that cross a row/plane edge land in the padding
+# and are masked out with per-tap validity masks (periodic over planes, so built once).  No
+# padded copy and no per-row work: two or three streaming passes per block.
+
+
+@njit(inline="always", **_JIT)
+def _sel(m, v, pad):
+    return v if m else pad
+
+
+@njit(inline="always", **_JIT)
+def _masked_max(dst, d0, src, s0, o0, o1, o2, m0, m1, m2, q0, q1, pad, first):
+    """dst[d0+q] = max(dst (unless first), masked src[s0+q+o_t]) for q in [q0, q1)."""
+    d0 = np.uint64(d0)
+    a0, a1, a2 = np.uint64(s0 + o0), np.uint64(s0 + o1), np.uint64(s0 + o2)
+    for q in range(np.uint64(q0), np.uint64(q1)):
+        v = _mx(_mx(_sel(m0[q], src[a0 + q], pad), _sel(m1[q], src[a1 + q], pad)),
+                _sel(m2[q], src[a2 + q], pad))
+        dst[d0 + q] = v if first else _mx(dst[d0 + q], v)
+
+
+@njit(inline="always", **_JIT)
+def _masked_sum(dst, d0, src, s0, o0, o1, o2, m0, m1, m2, ntap, q0, q1, first):
+    """dst[d0+q] (+)= sum of the first ntap masked src[s0+q+o_t] for q in [q0, q1)."""
+    d0 = np.uint64(d0)
+    a0, a1, a2 = np.uint64(s0 + o0), np.uint64(s0 + o1), np.uint64(s0 + o2)
+    z = src.dtype.type(0)
+    if ntap == 3:
+        for q in range(np.uint64(q0), np.uint64(q1)):
+            v = _sel(m0[q], src[a0 + q], z) + _sel(m1[q], src[a1 + q], z) \
+                + _sel(m2[q], src[a2 + q], z)
+            dst[d0 + q] = v if first else dst[d0 + q] + v
+    elif ntap == 2:
+        for q in range(np.uint64(q0), np.uint64(q1)):
+            v = _sel(m0[q], src[a0 + q], z) + _sel(m1[q], src[a1 + q], z)
+            dst[d0 + q] = v if first else dst[d0 + q] + v
+    else:
+        for q in range(np.uint64(q0), np.uint64(q1)):
+            v = _sel(m0[q], src[a0 + q], z)
+            dst[d0 + q] = v if first else dst[d0 + q] + v
+
+
+@njit(**_JIT)
+def _masked_pass(dst, d0, src, s0, n, offs, masks, t0, t1, is_max):
+    """dst[d0+q] = op over taps t0 <= t < t1 of (src[s0+q+offs[t]] if masks[t, q]), q < n.
+
+    Taps go in fused groups of three; reads outside src (only near its two ends, and always
+    masked there) are skipped by an element-wise edge loop.
+    """
+    pad = src.dtype.type(-np.inf if is_max else 0.0)
+    emin, emax = offs[t0], offs[t0]
+    for t in range(t0, t1):
+        emin, emax = min(emin, offs[t]), max(emax, offs[t])
+    lo = min(n, max(0, -(s0 + emin)))
+    hi = max(lo, min(n, src.size - s0 - emax))
+    n3 = t1 - (t1 - t0) % 3
+    for t in range(t0, n3, 3):  # literal 3 taps: specialised loop body
+        if is_max:
+            _masked_max(dst, d0, src, s0, offs[t], offs[t + 1], offs[t + 2], masks[t],
+                        masks[t + 1], masks[t + 2], lo, hi, pad, t == t0)
+        else:
+            _masked_sum(dst, d0, src, s0, offs[t], offs[t + 1], offs[t + 2], masks[t],
+                        masks[t + 1], masks[t + 2], 3, lo, hi, t == t0)
+    if n3 < t1:  # one or two taps left; max may repeat a tap
+        u1 = min(n3 + 1, t1 - 1)
+        if is_max:
+            _masked_max(dst, d0, src, s0, offs[n3], offs[u1], offs[u1], masks[n3], masks[u1],
+                        masks[u1], lo, hi, pad, n3 == t0)
+        else:
+            _masked_sum(dst, d0, src, s0, offs[n3], offs[u1], offs[u1], masks[n3], masks[u1],
+                        masks[u1], t1 - n3, lo, hi, n3 == t0)
+    for e in range(2):
+        for q in range(0, lo) if e == 0 else range(hi, n):
+            acc = pad
+            for t in range(t0, t1):
+                i = s0 + q + offs[t]
+                if masks[t, q] and 0 <= i < src.size:
+                    acc = _mx(acc, src[i]) if is_max else acc + src[i]
+            dst[d0 + q] = acc
+
+
+@njit(inline="always", **_JIT)
+def _div_run(y, d0, c, n):
+    """y[d0+q] /= c[q] for q < n."""
+    d0 = np.uint64(d0)
+    for q in range(np.uint64(n)):
+        y[d0 + q] = y[d0 + q] / c[q]
+
+
+@njit(**_JIT)
+def _mul_axis(dst, vals, in3, ax):
+    """dst[(d, h, w)] *= vals[coordinate along ax] over one (D, H, W) plane."""
+    i = 0
+    for d in range(in3[0]):
+        for h in range(in3[1]):
+            for w in range(in3[2]):
+                dst[i] *= vals[d if ax == 0 else h if ax == 1 else w]
+                i += 1
+
+
+@njit(**_JIT)
+def _mask_axis(dst, vals, in3, ax):
+    """dst[(d, h, w)] = vals[coordinate along ax] != 0 over one (D, H, W) plane."""
+    i = 0
+    for d in range(in3[0]):
+        for h in range(in3[1]):
+            for w in range(in3[2]):
+                dst[i] = vals[d if ax == 0 else h if ax == 1 else w] != 0
+                i += 1
+
+
+@njit(**_JIT)
+def _pool_same(x, k3, p6, d3, is_max, count_include_pad):
+    """Stride-1 pool whose output has the input's spatial shape, as masked axis passes."""
+    N, C, D, H, W = x.shape
+    NC, P = N * C, D * H * W
+    y = np.empty(NC * P, x.dtype)
+    if NC * P == 0:
+        return y.reshape(x.shape)
+    nb = min(NC, max(1, _BLOCK_ELEMS // P))
+    bl = nb * P
+    in3, st3 = (D, H, W), (H * W, W, 1)
+    nt = 0
+    for ax in range(3):
+        nt += k3[ax] if k3[ax] > 1 else 0
+    offs = np.empty(nt, np.int64)
+    masks = np.empty((nt, bl), np.bool_)
+    axes = np.empty(4, np.int64)  # taps of the j-th active axis: axes[j] <= t < axes[j+1]
+    cnt = np.ones(bl, x.dtype)  # window sizes (the first plane, then replicated)
+    t, na, margin = 0, 0, 0
+    axes[0] = 0
+    for ax in (2, 1, 0):  # W first: the first pass streams x row by row
+        S, k, d, pb = in3[ax], k3[ax], d3[ax], p6[ax]
+        # window size per coordinate along this axis, multiplied into the first plane's counts
+        cax = np.empty(S, x.dtype)
+        for c in range(S):
+            if count_include_pad:
+                a0, a1 = span(c, S + pb + p6[ax + 3], d, k)
+            else:
+                a0, a1 = span(c - pb, S, d, k)
+            cax[c] = a1 - a0
+        _mul_axis(cnt, cax, in3, ax)
+        if k == 1:
+            continue
+        for kk in range(k):
+            e = kk * d - pb
+            offs[t] = e * st3[ax]
+            margin = max(margin, abs(e * st3[ax]))
+            for c in range(S):
+                cax[c] = 1 if 0 <= c + e < S else 0
+            _mask_axis(masks[t], cax, in3, ax)
+            t += 1
+        na += 1
+        axes[na] = t
+    for b in range(1, nb):  # the pattern repeats for every plane of the block
+        for q in range(P):
+            cnt[b * P + q] = cnt[q]
+        for t in range(nt):
+            for q in range(P):
+                masks[t, b * P + q] = masks[t, q]
+    xf = x.reshape(x.size)
+    tmp = np.empty((2, bl + 2 * margin), x.dtype)
+    for nc0 in range(0, NC, nb):
+        n = min(nb, NC - nc0) * P
+        src, s0 = xf, nc0 * P
+        for j in range(na):
+            if j == na - 1:
+                dst, d0 = y, nc0 * P
+            else:
+                dst, d0 = tmp[j % 2], margin
+            _masked_pass(dst, d0, src, s0, n, offs, masks, axes[j], axes[j + 1], is_max)
+            src, s0 = dst, d0
+        if not is_max:
+            _div_run(y, nc0 * P, cnt, n)
+    return y.reshape(x.shape)
+
+
+# ---------------------------------------------------------------- one window per plane
+@njit(fastmath={"reassoc", "contract"}, **_JIT)
+def _plane_sum(xf, s0, n):
+    """Sum of xf[s0:s0+n] in float64 (reassociated, so it vectorises)."""
+    acc = 0.0
+    s0 = np.uint64(s0)
+    for i in range(np.uint64(n)):
+        acc += np.float64(xf[s0 + i])
+    return acc
+
+
+@njit(**_JIT)
+def _plane_max(xf, s0, n):
+    """NaN-propagating max of xf[s0:s0+n], eight independent lanes (n >= 1)."""
+    ninf = xf.dtype.type(-np.inf)
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = ninf
+    i, end = np.uint64(s0), np.uint64(s0 + n - n % 8)
+    while i < end:
+        m0, m1 = _mx(m0, xf[i]), _mx(m1, xf[i + np.uint64(1)])
+        m2, m3 = _mx(m2, xf[i + np.uint64(2)]), _mx(m3, xf[i + np.uint64(3)])
+        m4, m5 = _mx(m4, xf[i + np.uint64(4)]), _mx(m5, xf[i + np.uint64(5)])
+        m6, m7 = _mx(m6, xf[i + np.uint64(6)]), _mx(m7, xf[i + np.uint64(7)])
+        i += np.uint64(8)
+    r = _mx(_mx(_mx(m0, m1), _mx(m2, m3)), _mx(_mx(m4, m5), _mx(m6, m7)))
+    while i < np.uint64(s0 + n):
+        r = _mx(r, xf[i])
+        i += np.uint64(1)
+    return r
+
+
+@njit(**_JIT)
+def _pool_whole(x, k3, s3, p6, d3, is_max, count_include_pad):
+    """Pools whose single window per plane covers the whole plane (e.g. 7x7 on 7x7)."""
+    N, C, D, H, W = x.shape
+    P = D * H * W
+    cnt = 1
+    in3 = (D, H, W)
+    for ax in range(3):
+        if count_include_pad:
+            a0, a1 = span(0, in3[ax] + p6[ax] + p6[ax + 3], d3[ax], k3[ax])
+        else:
+            a0, a1 = span(-p6[ax], in3[ax], d3[ax], k3[ax])
+        cnt *= a1 - a0
+    xf = x.reshape(x.size)
+    y = np.empty(N * C, x.dtype)
+    for nc in range(N * C):
+        if is_max:
+            y[nc] = _plane_max(xf, nc * P, P)
+        else:
+            y[nc] = _plane_sum(xf, nc * P, P) / cnt
+    return y.reshape((N, C, 1, 1, 1))
+
+
+@njit(**_JIT)
+def _pool5(x, k3, s3, p6, d3, o3, is_max, count_include_pad):
+    """Pick the pooling scheme: whole-plane window, stride-1 same-size, or phase buffers."""
+    in3 = (x.shape[2], x.shape[3], x.shape[4])
+    whole, same = True, True
+    for ax in range(3):
+        S, k, d = in3[ax], k3[ax], d3[ax]
+        whole = whole and o3[ax] == 1 and (d == 1 or k == 1) and k - p6[ax] >= S
+        same = same and s3[ax] == 1 and o3[ax] == S
+    if whole:
+        return _pool_whole(x, k3, s3, p6, d3, is_max, count_include_pad)
+    if same and k3[0] * k3[1] * k3[2] > 1:
+        return _pool_same(x, k3, p6, d3, is_max, count_include_pad)
+    return _pool_flat(x, k3, s3, p6, d3, o3, is_max, count_include_pad)
 
 
 @njit(**_JIT)
 def _maxpool5(x, k3, s3, p6, d3, o3):
-    """Max pool with taps in the outer loops and a vectorisable run over output columns."""
-    N, C, D, H, W = x.shape
-    OD, OH, OW = o3
-    xf = x.reshape(x.size)
-    y = np.empty(N * C * OD * OH * OW, x.dtype)
-    y[:] = -np.inf
-    sw = s3[2]
-    for nc in range(N * C):
-        for od in range(OD):
-            a0, a1 = span(od * s3[0] - p6[0], D, d3[0], k3[0])
-            for oh in range(OH):
-                b0, b1 = span(oh * s3[1] - p6[1], H, d3[1], k3[1])
-                yo = np.uint64(((nc * OD + od) * OH + oh) * OW)
-                for kd in range(a0, a1):
-                    for kh in range(b0, b1):
-                        row = ((nc * D + od * s3[0] - p6[0] + kd * d3[0]) * H
-                               + oh * s3[1] - p6[1] + kh * d3[1]) * W
-                        for kw in range(k3[2]):
-                            off = kw * d3[2] - p6[2]
-                            c0, c1 = span(off, W, s3[2], OW)
-                            src = np.uint64(row + off + c0 * s3[2])
-                            dst = yo + np.uint64(c0)
-                            _max_run(y, dst, xf, src, c1 - c0, sw)
-    return y.reshape((N, C, OD, OH, OW))
+    """Max pool; taps outside the input are skipped (-inf padding)."""
+    return _pool5(x, k3, s3, p6, d3, o3, True, 0)
 
 
 @njit(**_JIT)
@@ -105,34 +535,11 @@ def maxpool_with_indices(x, kernel, strides, pads, dilations, out_shape, storage
 
 @njit(**_JIT)
 def _avgpool5(x, k3, s3, p6, d3, o3, count_include_pad):
-    """Mean over valid taps; count_include_pad counts taps inside [-pad_begin, S+pad_end)."""
-    N, C, D, H, W = x.shape
-    y = np.empty((N, C) + o3, x.dtype)
-    ext = (D + p6[0] + p6[3], H + p6[1] + p6[4], W + p6[2] + p6[5])
-    for n in range(N):
-        for c in range(C):
-            for od in range(o3[0]):
-                a0, a1 = span(od * s3[0] - p6[0], D, d3[0], k3[0])
-                e0, e1 = span(od * s3[0], ext[0], d3[0], k3[0])
-                for oh in range(o3[1]):
-                    b0, b1 = span(oh * s3[1] - p6[1], H, d3[1], k3[1])
-                    f0, f1 = span(oh * s3[1], ext[1], d3[1], k3[1])
-                    for ow in range(o3[2]):
-                        c0, c1 = span(ow * s3[2] - p6[2], W, d3[2], k3[2])
-                        g0, g1 = span(ow * s3[2], ext[2], d3[2], k3[2])
-                        acc = 0.0
-                        for kd in range(a0, a1):
-                            i = od * s3[0] - p6[0] + kd * d3[0]
-                            for kh in range(b0, b1):
-                                j = oh * s3[1] - p6[1] + kh * d3[1]
-                                for kw in range(c0, c1):
-                                    acc += x[n, c, i, j, ow * s3[2] - p6[2] + kw * d3[2]]
-                        if count_include_pad:
-                            cnt = (e1 - e0) * (f1 - f0) * (g1 - g0)
-                        else:
-                            cnt = (a1 - a0) * (b1 - b0) * (c1 - c0)
-                        y[n, c, od, oh, ow] = acc / cnt if cnt > 0 else np.nan
-    return y
+    """Mean over valid taps; count_include_pad counts taps inside [-pad_begin, S+pad_end).
+
+    A window with no counted tap gives NaN (0/0).
+    """
+    return _pool5(x, k3, s3, p6, d3, o3, False, count_include_pad)
 
 
 @njit(**_JIT)
@@ -148,27 +555,26 @@ def global_avgpool(x):
     """ONNX GlobalAveragePool: x (N,C,*S) -> (N,C,1,...,1), float64 accumulation."""
     x5 = as5d(x)
     N, C = x5.shape[0], x5.shape[1]
-    x3 = x5.reshape((N, C, x5.shape[2] * x5.shape[3] * x5.shape[4]))
+    P = x5.shape[2] * x5.shape[3] * x5.shape[4]
+    xf = x5.reshape(x5.size)
     y = np.empty((N, C, 1, 1, 1), x.dtype)
-    for n in range(N):
-        for c in range(C):
-            acc = 0.0
-            for p in range(x3.shape[2]):
-                acc += x3[n, c, p]
-            y[n, c, 0, 0, 0] = acc / x3.shape[2]
+    yf = y.reshape(N * C)
+    for nc in range(N * C):
+        yf[nc] = _plane_sum(xf, nc * P, P) / P
     return from5d(y, x)
 
 
 @njit(**_JIT)
 def global_maxpool(x):
-    """ONNX GlobalMaxPool: x (N,C,*S) -> (N,C,1,...,1)."""
+    """ONNX GlobalMaxPool: x (N,C,*S) -> (N,C,1,...,1); NaN if the plane has one."""
     x5 = as5d(x)
     N, C = x5.shape[0], x5.shape[1]
-    x3 = x5.reshape((N, C, x5.shape[2] * x5.shape[3] * x5.shape[4]))
+    P = x5.shape[2] * x5.shape[3] * x5.shape[4]
+    xf = x5.reshape(x5.size)
     y = np.empty((N, C, 1, 1, 1), x.dtype)
-    for n in range(N):
-        for c in range(C):
-            y[n, c, 0, 0, 0] = x3[n, c].max()
+    yf = y.reshape(N * C)
+    for nc in range(N * C):
+        yf[nc] = _plane_max(xf, nc * P, P) if P > 0 else -np.inf
     return from5d(y, x)
 
 

@@ -41,7 +41,10 @@ def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_s
     s, p, d, out = shapes.conv_geometry(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
     shape = (x.shape[0], w.shape[0]) + tuple(out)
     meta = {"kind": "conv", "geometry": (s, p, d, int(group)), "act": 0, "res": False,
-            "winograd": 0}
+            "winograd": 0,
+            # one input channel per group and output: a direct per-channel kernel (MobileNet,
+            # ShuffleNet) instead of im2col and a 1-row GEMM per channel
+            "depthwise": group == x.shape[1] == w.shape[0] and w.shape[1] == 1 and group > 1}
     if (kernel == (3, 3) and s == (1, 1) and d == (1, 1) and group == 1 and w.is_const
             and x.dtype in (np.float32, np.float64)):
         meta["winograd"] = winograd.use_winograd(x.shape[1], w.shape[0], out[0], out[1],
@@ -54,6 +57,9 @@ def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_s
 def _conv_expr(ctx, meta):
     s, p, d, group = meta["geometry"]
     res = ", {3}" if meta["res"] else ""
+    if meta["depthwise"] and not meta["res"]:
+        return (f"__k_depthwise.depthwise_conv({{0}}, {{1}}, {{2}}, {lit(s)}, {lit(p)}, {lit(d)}, "
+                f"{lit(meta['act'])})")
     if meta.get("winograd_weights"):
         return (f"__k_winograd.conv3x3({{0}}, {{1}}, {{2}}, {lit(p)}, {lit(meta['act'])}, "
                 f"{{3}})" if meta["res"] else

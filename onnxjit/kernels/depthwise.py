@@ -1,0 +1,328 @@
+"""Depthwise convolution (group == C == M, one filter per channel) as direct convolution.
+
+``depthwise_conv(x, w, b, strides, pads, dilations, act)`` takes x (N, C, *S) with 1..3
+spatial dims, w (C, 1, *K), b (C,), ``strides``/``dilations`` k-tuples and ``pads`` a 2k-tuple
+(begin..., end...) as from ``shapes.conv_geometry``; act 0 = none, 1 = Relu (fused).  Arrays
+must be C-contiguous float32/float64; the output has x's dtype.
+
+Three schemes, all built on long flat loops (LLVM vectorises those; per-row loops over 7..28
+columns mostly run scalar):
+
+* stride 1 with an output the size of the input ("same" padding): per channel, each tap is
+  one run over the whole flat plane, y[q] += w_t * x[q + e_t]; reads that wrap across a row
+  or plane edge are masked out by per-tap validity masks (no padded copy).
+* stride 2 in H and W on planes up to 32x32: x is split once into its even- and odd-index
+  halves, which turns every tap into a unit-stride masked run (``_dw_s2``).
+* anything else: the padded, phase-split planes of ``pool.fill_phases`` (stride s becomes s
+  unit-stride phases), one run per tap over the phase buffer, then a copy-out per row.
+
+Taps are fused three per loop (one accumulator load/store per three multiply-adds).
+"""
+
+import numpy as np
+from numba import njit
+
+from .conv import as5d, from5d, pads6, tup3
+from .pool import block_planes, fill_phases, phase_geometry, tap_offsets
+
+_JIT = dict(cache=True, error_model="numpy")
+# The parity split wastes half its taps and deinterleaves all of x up front: it wins on
+# small planes (no per-row fill), the phase buffers win once planes reach ~32x32.
+_S2_MAX_PLANE = 1024
+
+
+@njit(inline="always", **_JIT)
+def _sel(m, v, z):
+    return v if m else z
+
+
+@njit(inline="always", **_JIT)
+def _fma_taps(acc, a0, b, o0, o1, o2, w0, w1, w2, ntap, n, first, bias):
+    """acc[a0+i] = (bias if first else acc[a0+i]) + sum_t w_t * b[o_t+i], first ntap taps."""
+    a0 = np.uint64(a0)
+    o0, o1, o2 = np.uint64(o0), np.uint64(o1), np.uint64(o2)
+    if ntap == 3:
+        for i in range(np.uint64(n)):
+            v = w0 * b[o0 + i] + w1 * b[o1 + i] + w2 * b[o2 + i]
+            acc[a0 + i] = (bias if first else acc[a0 + i]) + v
+    elif ntap == 2:
+        for i in range(np.uint64(n)):
+            v = w0 * b[o0 + i] + w1 * b[o1 + i]
+            acc[a0 + i] = (bias if first else acc[a0 + i]) + v
+    else:
+        for i in range(np.uint64(n)):
+            acc[a0 + i] = (bias if first else acc[a0 + i]) + w0 * b[o0 + i]
+
+
+@njit(inline="always", **_JIT)
+def _masked_fma_taps(acc, a0, b, s0, o0, o1, o2, mf, m0, m1, m2, w0, w1, w2, ntap, q0, q1,
+                     first, bias):
+    """Like _fma_taps over q in [q0, q1), reading b[s0+o_t+q] only where mf[m_t+q] holds.
+
+    mf is the flat mask array and m_t the start of tap t's mask (no array views here: in a
+    per-plane loop their reference counting costs more than the arithmetic).
+    """
+    a0 = np.uint64(a0)
+    s0, s1, s2 = np.uint64(s0 + o0), np.uint64(s0 + o1), np.uint64(s0 + o2)
+    m0, m1, m2 = np.uint64(m0), np.uint64(m1), np.uint64(m2)
+    z = acc.dtype.type(0)
+    if ntap == 3:
+        for q in range(np.uint64(q0), np.uint64(q1)):
+            v = w0 * _sel(mf[m0 + q], b[s0 + q], z) + w1 * _sel(mf[m1 + q], b[s1 + q], z) \
+                + w2 * _sel(mf[m2 + q], b[s2 + q], z)
+            acc[a0 + q] = (bias if first else acc[a0 + q]) + v
+    elif ntap == 2:
+        for q in range(np.uint64(q0), np.uint64(q1)):
+            v = w0 * _sel(mf[m0 + q], b[s0 + q], z) + w1 * _sel(mf[m1 + q], b[s1 + q], z)
+            acc[a0 + q] = (bias if first else acc[a0 + q]) + v
+    else:
+        for q in range(np.uint64(q0), np.uint64(q1)):
+            acc[a0 + q] = (bias if first else acc[a0 + q]) + w0 * _sel(mf[m0 + q], b[s0 + q], z)
+
+
+@njit(inline="always", **_JIT)
+def _relu_run(y, d0, n):
+    d0 = np.uint64(d0)
+    z = y.dtype.type(0)
+    for i in range(np.uint64(n)):
+        v = y[d0 + i]
+        y[d0 + i] = v if not v < z else z  # keeps NaN, like max(x, 0) in ONNX Relu
+
+
+# ---------------------------------------------------------------- stride 1, same size
+@njit(**_JIT)
+def _dw_same(x, w, b, p6, d3, act):
+    """Stride-1 depthwise conv whose output has the input's spatial shape (masked taps)."""
+    N, C, D, H, W = x.shape
+    KD, KH, KW = w.shape[2], w.shape[3], w.shape[4]
+    P, nt = D * H * W, KD * KH * KW
+    y = np.empty(N * C * P, x.dtype)
+    if N * C * P == 0:
+        return y.reshape(x.shape)
+    offs = np.empty(nt, np.int64)
+    masks = np.empty((nt, P), np.bool_)
+    t = 0
+    for kd in range(KD):
+        ed = kd * d3[0] - p6[0]
+        for kh in range(KH):
+            eh = kh * d3[1] - p6[1]
+            for kw in range(KW):
+                ew = kw * d3[2] - p6[2]
+                offs[t] = (ed * H + eh) * W + ew
+                q = 0
+                for i in range(D):
+                    for j in range(H):
+                        for k in range(W):
+                            masks[t, q] = (0 <= i + ed < D) and (0 <= j + eh < H) \
+                                and (0 <= k + ew < W)
+                            q += 1
+                t += 1
+    emin, emax = offs.min(), offs.max()
+    mf = masks.reshape(masks.size)
+    xf = x.reshape(x.size)
+    wf = w.reshape((C, nt)).astype(x.dtype)
+    bf = b.astype(x.dtype)
+    for nc in range(N * C):
+        c, s0 = nc % C, nc * P
+        # reads past either end of x happen only in the first/last plane, always masked
+        lo = min(P, max(0, -(s0 + emin)))
+        hi = max(lo, min(P, xf.size - s0 - emax))
+        bias = bf[c]
+        n3 = nt - nt % 3
+        for t in range(0, n3, 3):  # ntap is a literal 3 here: the loop body is specialised
+            _masked_fma_taps(y, s0, xf, s0, offs[t], offs[t + 1], offs[t + 2], mf, t * P,
+                             (t + 1) * P, (t + 2) * P, wf[c, t], wf[c, t + 1], wf[c, t + 2], 3,
+                             lo, hi, t == 0, bias)
+        if n3 < nt:
+            u1 = min(n3 + 1, nt - 1)
+            _masked_fma_taps(y, s0, xf, s0, offs[n3], offs[u1], offs[u1], mf, n3 * P, u1 * P,
+                             u1 * P, wf[c, n3], wf[c, u1], wf[c, u1], nt - n3, lo, hi, n3 == 0,
+                             bias)
+        if lo > 0 or hi < P:
+            for q in list(range(0, lo)) + list(range(hi, P)):
+                acc = bias
+                for t in range(nt):
+                    i = s0 + q + offs[t]
+                    if masks[t, q] and 0 <= i < xf.size:
+                        acc += wf[c, t] * xf[i]
+                y[s0 + q] = acc
+        if act == 1:
+            _relu_run(y, s0, P)
+    return y.reshape(x.shape)
+
+
+# ---------------------------------------------------------------- stride 2 (2-D / 1-D)
+@njit(**_JIT)
+def deinterleave(xf, out):
+    """out = concat(xf[0::2], xf[1::2]) for a flat array (one vectorised pass)."""
+    n = xf.size
+    h = n // 2
+    ne = np.uint64(n - h)
+    two = np.uint64(2)
+    for k in range(np.uint64(h)):
+        out[k] = xf[two * k]
+        out[ne + k] = xf[two * k + np.uint64(1)]
+    if n % 2:
+        out[h] = xf[n - 1]
+
+
+@njit(**_JIT)
+def _dw_s2(x, w, b, p6, d3, o3, act):
+    """Depthwise conv with stride 2 along H and W (or 1-D stride 2), via a parity split.
+
+    With x flat, tap (kh, kw) of output (oh, ow) in plane c reads flat index
+    f = c*H*W + 2*(oh*W + ow) + g_t with g_t = (kh*dh - ph)*W + kw*dw - pw, i.e. element
+    Q + (c*H*W + g_t) // 2 of the even- or odd-index half of x (by the parity of
+    c*H*W + g_t), Q = oh*W + ow.  So after one deinterleave pass every tap is a unit-stride
+    masked run over Q in [0, (OH-1)*W + OW) (the columns ow >= OW are computed and dropped).
+    """
+    N, C, D, H, W = x.shape
+    KH, KW = w.shape[3], w.shape[4]
+    OH, OW = o3[1], o3[2]
+    NC, P, nt = N * C, D * H * W, KH * KW
+    y = np.empty(NC * OH * OW, x.dtype)
+    if NC * OH * OW == 0:
+        return y.reshape((N, C, 1, OH, OW))
+    run = (OH - 1) * W + OW
+    g = np.empty(nt, np.int64)
+    masks = np.zeros((nt, run), np.bool_)
+    for kh in range(KH):
+        eh = kh * d3[1] - p6[1]
+        for kw in range(KW):
+            ew = kw * d3[2] - p6[2]
+            t = kh * KW + kw
+            g[t] = eh * W + ew
+            for oh in range(OH):
+                if 0 <= 2 * oh + eh < H:
+                    for ow in range(OW):
+                        masks[t, oh * W + ow] = 0 <= 2 * ow + ew < W
+    mf = masks.reshape(masks.size)
+    xf = x.reshape(x.size)
+    n = xf.size
+    ne = n - n // 2
+    eo = np.empty(n, x.dtype)
+    deinterleave(xf, eo)
+    wf = w.reshape((C, nt)).astype(x.dtype)
+    bf = b.astype(x.dtype)
+    acc = np.empty(run, x.dtype)
+    offs = np.empty(nt, np.int64)
+    n3 = nt - nt % 3
+    for nc in range(NC):
+        c = nc % C
+        lo, hi = 0, run
+        for t in range(nt):
+            a = nc * P + g[t]
+            offs[t] = a // 2 + (ne if a % 2 else 0)
+            lo = max(lo, -offs[t])
+            hi = min(hi, n - offs[t])
+        lo = min(lo, run)
+        hi = max(lo, hi)
+        bias = bf[c]
+        for t in range(0, n3, 3):
+            _masked_fma_taps(acc, 0, eo, 0, offs[t], offs[t + 1], offs[t + 2], mf, t * run,
+                             (t + 1) * run, (t + 2) * run, wf[c, t], wf[c, t + 1],
+                             wf[c, t + 2], 3, lo, hi, t == 0, bias)
+        if n3 < nt:
+            u1 = min(n3 + 1, nt - 1)
+            _masked_fma_taps(acc, 0, eo, 0, offs[n3], offs[u1], offs[u1], mf, n3 * run,
+                             u1 * run, u1 * run, wf[c, n3], wf[c, u1], wf[c, u1], nt - n3,
+                             lo, hi, n3 == 0, bias)
+        if lo > 0 or hi < run:
+            for q in list(range(0, lo)) + list(range(hi, run)):
+                v = bias
+                for t in range(nt):
+                    i = offs[t] + q
+                    if masks[t, q] and 0 <= i < n:
+                        v += wf[c, t] * eo[i]
+                acc[q] = v
+        for oh in range(OH):
+            src = np.uint64(oh * W)
+            dst = np.uint64((nc * OH + oh) * OW)
+            if act == 1:
+                z = y.dtype.type(0)
+                for ow in range(np.uint64(OW)):
+                    v = acc[src + ow]
+                    y[dst + ow] = v if not v < z else z
+            else:
+                for ow in range(np.uint64(OW)):
+                    y[dst + ow] = acc[src + ow]
+    return y.reshape((N, C, 1, OH, OW))
+
+
+# ---------------------------------------------------------------- general: phase buffers
+@njit(**_JIT)
+def _dw_phase(x, w, b, s3, p6, d3, o3, act):
+    """Depthwise conv on padded phase-split planes (any stride, dilation, padding)."""
+    N, C, D, H, W = x.shape
+    k3 = (w.shape[2], w.shape[3], w.shape[4])
+    OD, OH, OW = o3
+    NC, OP, nt = N * C, OD * OH * OW, k3[0] * k3[1] * k3[2]
+    y = np.empty(NC * OP, x.dtype)
+    if NC == 0 or OP == 0:
+        return y.reshape((N, C, OD, OH, OW))
+    q3, nph, run = phase_geometry(k3, s3, d3, o3)
+    pq = q3[0] * q3[1] * q3[2]
+    nb = block_planes(NC, q3, o3)
+    buf = np.empty(nph * nb * pq, x.dtype)
+    rowbuf = np.empty(nph * nb * pq if s3[2] > 1 else 0, x.dtype)
+    acc = np.empty(pq, x.dtype)
+    offs = tap_offsets(k3, s3, d3, q3, nb)
+    xf = x.reshape(x.size)
+    wf = w.reshape((C, nt)).astype(x.dtype)
+    bf = b.astype(x.dtype)
+    for nc0 in range(0, NC, nb):
+        m = min(nb, NC - nc0)
+        fill_phases(xf, nc0, m, nb, (D, H, W), s3, p6, q3, buf, rowbuf, 0.0)
+        for p in range(m):
+            c = (nc0 + p) % C
+            base = p * pq
+            n3 = nt - nt % 3
+            for t in range(0, n3, 3):  # literal ntap 3: specialised loop body
+                _fma_taps(acc, 0, buf, base + offs[t], base + offs[t + 1], base + offs[t + 2],
+                          wf[c, t], wf[c, t + 1], wf[c, t + 2], 3, run, t == 0, bf[c])
+            if n3 < nt:
+                u1 = min(n3 + 1, nt - 1)
+                _fma_taps(acc, 0, buf, base + offs[n3], base + offs[u1], base + offs[u1],
+                          wf[c, n3], wf[c, u1], wf[c, u1], nt - n3, run, n3 == 0, bf[c])
+            for od in range(OD):
+                for oh in range(OH):
+                    src = np.uint64((od * q3[1] + oh) * q3[2])
+                    dst = np.uint64((((nc0 + p) * OD + od) * OH + oh) * OW)
+                    if act == 1:
+                        z = y.dtype.type(0)
+                        for ow in range(np.uint64(OW)):
+                            v = acc[src + ow]
+                            y[dst + ow] = v if not v < z else z
+                    else:
+                        for ow in range(np.uint64(OW)):
+                            y[dst + ow] = acc[src + ow]
+    return y.reshape((N, C, OD, OH, OW))
+
+
+@njit(**_JIT)
+def _dw5(x, w, b, s3, p6, d3, act):
+    """Depthwise conv on canonical 5-D arrays: x (N, C, D, H, W), w (C, 1, KD, KH, KW)."""
+    in3 = (x.shape[2], x.shape[3], x.shape[4])
+    k3 = (w.shape[2], w.shape[3], w.shape[4])
+    o3 = ((in3[0] + p6[0] + p6[3] - (k3[0] - 1) * d3[0] - 1) // s3[0] + 1,
+          (in3[1] + p6[1] + p6[4] - (k3[1] - 1) * d3[1] - 1) // s3[1] + 1,
+          (in3[2] + p6[2] + p6[5] - (k3[2] - 1) * d3[2] - 1) // s3[2] + 1)
+    same = True
+    for ax in range(3):
+        same = same and s3[ax] == 1 and o3[ax] == in3[ax]
+    if same:
+        return _dw_same(x, w, b, p6, d3, act)
+    if in3[0] == 1 and k3[0] == 1 and s3[2] == 2 and (s3[1] == 2 or (in3[1] == 1 and k3[1] == 1)) \
+            and in3[1] * in3[2] <= _S2_MAX_PLANE:
+        return _dw_s2(x, w, b, p6, d3, o3, act)
+    return _dw_phase(x, w, b, s3, p6, d3, o3, act)
+
+
+@njit(**_JIT)
+def depthwise_conv(x, w, b, strides, pads, dilations, act=0):
+    """ONNX Conv with group == C == M: x (N,C,*S), w (C,1,*K), b (C,) -> (N,C,*O).
+
+    act selects a fused activation epilogue: 0 none, 1 Relu.
+    """
+    y = _dw5(as5d(x), as5d(w), b, tup3(strides, 1), pads6(pads), tup3(dilations, 1), act)
+    return from5d(y, x)

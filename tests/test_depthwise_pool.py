@@ -1,0 +1,263 @@
+"""Pooling kernels (all three schemes) and the depthwise Conv kernel vs an oracle.
+
+Each case runs one ONNX node through the oracle and through the kernel called the way the op
+lowering calls it (geometry from onnxjit.kernels.shapes).  The oracle is
+onnx.reference.ReferenceEvaluator, except for MaxPool: its stride-1 MaxPool reads the pads in
+the wrong order (pads [0, 0, 2, 2] on 9x10 gives 7x12), so MaxPool is checked against
+onnxruntime.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import helper as oh
+from onnx.reference import ReferenceEvaluator
+
+from onnxjit.kernels import shapes
+from onnxjit.kernels.depthwise import depthwise_conv
+from onnxjit.kernels.pool import avgpool, maxpool
+
+RTOL = {np.float32: 1e-4, np.float64: 1e-10}
+ATOL = {np.float32: 1e-5, np.float64: 1e-12}
+DTYPES = [np.float32, np.float64]
+
+
+def _t(v):
+    return None if v is None else tuple(int(i) for i in v)
+
+
+def _rand(shape, dtype, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def run_ref(op, inputs, at, opset=21):
+    """Output of a one-node model: onnxruntime for MaxPool, else onnx.reference."""
+    names = [f"i{k}" for k in range(len(inputs))]
+    tp = oh.np_dtype_to_tensor_dtype(inputs[0].dtype)
+    graph = oh.make_graph(
+        [oh.make_node(op, names, ["o"], **at)], "g",
+        [oh.make_tensor_value_info(n, oh.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for n, v in zip(names, inputs)],
+        [oh.make_tensor_value_info("o", tp, None)])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+    feeds = dict(zip(names, inputs))
+    if op == "MaxPool":
+        model.ir_version = 10
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return sess.run(None, feeds)[0]
+    return ReferenceEvaluator(model).run(None, feeds)[0]
+
+
+def run_pool(op, x, at):
+    k = _t(at["kernel_shape"])
+    s, p, d, o = shapes.pool_geometry(at.get("auto_pad", "NOTSET"), x.shape[2:], k,
+                                      _t(at.get("strides")), _t(at.get("dilations")),
+                                      _t(at.get("pads")), at.get("ceil_mode", 0))
+    if op == "AveragePool":
+        return avgpool(x, k, s, p, d, o, at.get("count_include_pad", 0))
+    return maxpool(x, k, s, p, d, o)
+
+
+def check_pool(op, x, at):
+    ref = run_ref(op, [x], at)
+    got = run_pool(op, x, at)
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    dt = x.dtype.type
+    np.testing.assert_allclose(got, ref, rtol=RTOL[dt], atol=ATOL[dt])
+
+
+# --------------------------------------------------------------------------- pools
+# Comments name the scheme pool._pool5 picks: whole (one window covers each plane), same
+# (stride 1, output size == input size: masked axis passes), phase (padded phase buffers).
+POOL_CASES = [
+    # light-model configurations (fewer channels)
+    ((1, 5, 28, 28), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # same
+    ((1, 7, 7, 7), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # same
+    ((1, 3, 7, 7), {"kernel_shape": [7, 7]}),  # whole
+    ((1, 4, 6, 6), {"kernel_shape": [7, 7], "pads": [0, 0, 1, 1]}),  # whole, padded
+    ((1, 3, 56, 56), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 3, 14, 14), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [0, 0, 1, 1]}),
+    ((1, 3, 13, 13), {"kernel_shape": [3, 3], "strides": [2, 2]}),  # odd width, stride 2
+    ((1, 3, 27, 27), {"kernel_shape": [3, 3], "strides": [2, 2]}),
+    ((1, 4, 28, 28), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ((1, 2, 111, 111), {"kernel_shape": [3, 3], "strides": [2, 2]}),
+    # pads, strides, dilations, ceil_mode
+    ((2, 3, 9, 10), {"kernel_shape": [3, 2], "strides": [2, 3], "pads": [1, 0, 0, 1]}),
+    ((1, 2, 8, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 2, 7, 7), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                    "ceil_mode": 1}),
+    ((1, 2, 10, 11), {"kernel_shape": [2, 3], "strides": [3, 2], "pads": [1, 1, 1, 1],
+                      "ceil_mode": 1}),
+    ((1, 2, 9, 8), {"kernel_shape": [2, 3], "dilations": [2, 1], "strides": [2, 1],
+                    "ceil_mode": 1}),
+    ((1, 3, 9, 9), {"kernel_shape": [3, 3], "dilations": [2, 2], "pads": [2, 2, 2, 2]}),  # same
+    ((1, 3, 9, 8), {"kernel_shape": [5, 4], "pads": [1, 2, 3, 1]}),  # same, asymmetric pads
+    ((1, 3, 9, 8), {"kernel_shape": [3, 3], "dilations": [2, 1], "pads": [2, 0, 2, 2]}),  # same
+    ((1, 2, 7, 8), {"kernel_shape": [2, 2], "auto_pad": "SAME_LOWER"}),  # same, even kernel
+    ((1, 2, 7, 8), {"kernel_shape": [4, 2], "auto_pad": "SAME_UPPER"}),  # same, even kernel
+    ((1, 2, 7, 8), {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 3, 5, 5), {"kernel_shape": [3, 3], "strides": [3, 3], "pads": [2, 2, 2, 2]}),
+    ((1, 2, 6, 6), {"kernel_shape": [1, 1], "strides": [2, 2]}),
+    ((1, 2, 6, 6), {"kernel_shape": [1, 3], "pads": [0, 1, 0, 1]}),  # same, one active axis
+    ((1, 2, 8, 8), {"kernel_shape": [3, 3], "dilations": [3, 3], "strides": [2, 2],
+                    "pads": [1, 1, 1, 1], "ceil_mode": 1}),
+    # 1-D and 3-D
+    ((2, 3, 11), {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
+    ((2, 3, 11), {"kernel_shape": [5], "pads": [2, 2]}),  # same
+    ((2, 3, 11), {"kernel_shape": [11]}),  # whole
+    ((2, 3, 12), {"kernel_shape": [4], "strides": [3], "dilations": [2], "ceil_mode": 1}),
+    ((1, 2, 5, 6, 7), {"kernel_shape": [2, 3, 2], "strides": [2, 1, 2],
+                       "pads": [0, 1, 1, 1, 1, 0]}),
+    ((1, 2, 5, 6, 7), {"kernel_shape": [3, 3, 3], "pads": [1, 1, 1, 1, 1, 1]}),  # same
+    ((1, 2, 5, 6, 7), {"kernel_shape": [3, 1, 3], "dilations": [2, 1, 1],
+                       "pads": [2, 0, 1, 2, 0, 1]}),  # same
+    ((1, 2, 4, 5, 6), {"kernel_shape": [4, 5, 6]}),  # whole
+    ((1, 2, 5, 6, 7), {"kernel_shape": [3, 2, 3], "strides": [2, 2, 2], "ceil_mode": 1}),
+    # many planes: several blocks and a partial last block
+    ((1, 77, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((3, 37, 9, 9), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ((2, 41, 5, 5), {"kernel_shape": [5, 5]}),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("xs,at", POOL_CASES)
+def test_maxpool(xs, at, dtype):
+    check_pool("MaxPool", _rand(xs, dtype), at)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("xs,at", POOL_CASES)
+@pytest.mark.parametrize("cip", [0, 1])
+def test_avgpool(xs, at, dtype, cip):
+    check_pool("AveragePool", _rand(xs, dtype), dict(at, count_include_pad=cip))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the reference's mean of empty windows
+@pytest.mark.parametrize("at", [
+    {"kernel_shape": [2, 2], "pads": [2, 2, 0, 0]},  # phase: first row/column of windows empty
+    {"kernel_shape": [3, 3], "pads": [3, 3, 0, 0], "strides": [2, 2]},
+])
+def test_avgpool_empty_window_is_nan(at):
+    """A window with no counted tap averages to NaN (0/0), as in the reference."""
+    check_pool("AveragePool", _rand((1, 2, 5, 6), np.float32), at)
+
+
+@pytest.mark.parametrize("xs,at", [
+    ((1, 3, 9, 10), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # same
+    ((1, 3, 9, 10), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [0, 0, 1, 1]}),
+    ((1, 3, 9, 10), {"kernel_shape": [9, 10]}),  # whole
+])
+def test_maxpool_propagates_nan(xs, at):
+    """Any NaN in a window gives NaN (np.maximum semantics); the reference's own MaxPool is
+    not consistent about NaN, so the oracle is its MaxPool of the NaN indicator."""
+    x = _rand(xs, np.float32)
+    rng = np.random.default_rng(1)
+    x[rng.random(xs) < 0.03] = np.nan
+    got = run_pool("MaxPool", x, at)
+    has_nan = run_ref("MaxPool", [np.isnan(x).astype(np.float32)], at) > 0
+    np.testing.assert_array_equal(np.isnan(got), has_nan)
+    clean = np.where(np.isnan(x), -np.inf, x).astype(np.float32)
+    ref = run_ref("MaxPool", [clean], at)
+    np.testing.assert_array_equal(got[~has_nan], ref[~has_nan])
+
+
+# --------------------------------------------------------------------------- depthwise Conv
+DW_CASES = [
+    # light_shufflenet configurations (fewer channels): 3x3 pad 1, stride 1 and 2
+    ((1, 6, 28, 28), (3, 3), {"pads": [1, 1, 1, 1]}),  # same
+    ((1, 6, 7, 7), (3, 3), {"pads": [1, 1, 1, 1]}),  # same
+    ((1, 5, 56, 56), (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),  # phase buffers
+    ((1, 6, 14, 14), (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),  # parity split
+    # stride 2: odd sizes, asymmetric pads, dilation, even kernel
+    ((2, 5, 13, 11), (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 4, 9, 12), (3, 3), {"pads": [0, 1, 2, 0], "strides": [2, 2]}),
+    ((1, 4, 11, 9), (3, 3), {"pads": [2, 2, 2, 2], "strides": [2, 2], "dilations": [2, 2]}),
+    ((1, 4, 10, 10), (2, 2), {"strides": [2, 2]}),
+    ((1, 3, 45, 40), (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),  # phase buffers
+    # stride 1 same: larger kernels, dilation, asymmetric same padding
+    ((1, 4, 9, 8), (5, 5), {"pads": [2, 2, 2, 2]}),
+    ((1, 4, 9, 8), (3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    ((1, 4, 9, 8), (2, 4), {"auto_pad": "SAME_UPPER"}),
+    ((1, 3, 7, 7), (7, 7), {"pads": [3, 3, 3, 3]}),
+    # everything else: phase buffers
+    ((1, 4, 8, 7), (3, 3), {}),
+    ((1, 4, 8, 7), (5, 3), {"pads": [0, 1, 2, 1], "strides": [3, 2]}),
+    ((1, 4, 9, 9), (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 1]}),
+    ((1, 3, 5, 5), (3, 3), {"pads": [2, 2, 2, 2], "strides": [3, 3]}),  # mostly padding
+    # 1-D and 3-D
+    ((2, 3, 13), (3,), {"pads": [1, 1]}),  # same
+    ((2, 3, 13), (4,), {"pads": [0, 2], "strides": [2]}),  # parity split
+    ((2, 3, 14), (3,), {"strides": [3], "dilations": [2]}),
+    ((1, 3, 5, 6, 7), (3, 3, 3), {"pads": [1, 1, 1, 1, 1, 1]}),  # same
+    ((1, 3, 5, 6, 7), (3, 2, 3), {"pads": [1, 0, 1, 1, 1, 0], "strides": [2, 1, 2]}),
+    # many planes, batch > 1 (channel = plane % C)
+    ((3, 17, 6, 6), (3, 3), {"pads": [1, 1, 1, 1]}),
+    ((3, 17, 6, 6), (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((2, 40, 20, 20), (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("xs,ks,at", DW_CASES)
+@pytest.mark.parametrize("act", [0, 1])
+def test_depthwise_conv(xs, ks, at, dtype, act):
+    c = xs[1]
+    x, w, b = _rand(xs, dtype, 1), _rand((c, 1) + ks, dtype, 2), _rand((c,), dtype, 3)
+    ref = run_ref("Conv", [x, w, b], dict(at, group=c))
+    if act == 1:
+        ref = np.maximum(ref, 0)
+    s, p, d, _ = shapes.conv_geometry(at.get("auto_pad", "NOTSET"), x.shape[2:], ks,
+                                      _t(at.get("strides")), _t(at.get("dilations")),
+                                      _t(at.get("pads")))
+    got = depthwise_conv(x, w, b, s, p, d, act)
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    dt = x.dtype.type
+    np.testing.assert_allclose(got, ref, rtol=RTOL[dt], atol=ATOL[dt])
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the reference's inf * 0 in padding
+def test_depthwise_conv_edges_do_not_leak():
+    """Masked taps never read a neighbouring row/plane: an inf there must not give NaN/inf."""
+    x = _rand((1, 4, 7, 7), np.float32)
+    x[0, 1, :, 0] = np.inf  # first column: the left taps of the previous row's last column
+    x[0, 2, 6, :] = np.inf  # last row: read by plane 3's first row if masks were wrong
+    w, b = _rand((4, 1, 3, 3), np.float32, 2), _rand((4,), np.float32, 3)
+    for s in (1, 2):
+        ref = run_ref("Conv", [x, w, b], {"group": 4, "pads": [1, 1, 1, 1], "strides": [s, s]})
+        got = depthwise_conv(x, w, b, (s, s), (1, 1, 1, 1), (1, 1), 0)
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("with_relu", [False, True])
+def test_depthwise_conv_through_the_backend(stride, with_relu):
+    """A Conv with group == C == M lowers to depthwise_conv (BN and Relu still fold into it)."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    import onnxjit.backend as backend
+    rng = np.random.default_rng(7)
+    c = 6
+    inits = [numpy_helper.from_array(rng.standard_normal((c, 1, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.random(c).astype(np.float32) + 0.5, "scale"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "shift"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "mean"),
+             numpy_helper.from_array(rng.random(c).astype(np.float32) + 0.1, "var")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["cv"], group=c, pads=[1, 1, 1, 1],
+                              strides=[stride, stride]),
+             helper.make_node("BatchNormalization", ["cv", "scale", "shift", "mean", "var"],
+                              ["bn" if with_relu else "y"])]
+    if with_relu:
+        nodes.append(helper.make_node("Relu", ["bn"], ["y"]))
+    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [2, c, 11, 10])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    x = rng.standard_normal((2, c, 11, 10)).astype(np.float32)
+    rep = backend.prepare(model)
+    np.testing.assert_allclose(rep.run([x])[0], ReferenceEvaluator(model).run(None, {"x": x})[0],
+                               rtol=1e-4, atol=1e-5)
+    assert "__k_depthwise.depthwise_conv(" in rep.source()
+    assert [k.kind for k in rep.compiled().kernels] == ["call"]
