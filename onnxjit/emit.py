@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -15,6 +16,9 @@ from .source import LineBuffer, dtype_src, lit, scalar_lit, template
 # Above this many statements the entry is split into njit segments driven from Python:
 # Numba's compile time grows with the length of one function (DESIGN.md, "Emit").
 MAX_SEGMENT_STATEMENTS = 40
+# Fused loops this large run their outer loop with prange (Numba's threads; one thread when
+# numba.set_num_threads(1)): below it, waking the thread pool costs more than it saves.
+PARALLEL_MIN_ELEMENTS = 1 << 18
 
 
 @dataclass
@@ -231,8 +235,10 @@ class FusedWriter:
 
     def write(self, buf):
         k = self.k
+        parallel = math.prod(self.loop) >= PARALLEL_MIN_ELEMENTS
         buf.splice(template("fused_kernel.py.tmpl").substitute(
-            name=k.name, params=", ".join(self.params), nodes=node_list(k)))
+            name=k.name, params=", ".join(self.params), nodes=node_list(k),
+            options=", parallel=True" if parallel else ""))
         with buf.indent():
             for p, view in zip(self.params, self.views):
                 buf.line(f"{p}_ = __np.ascontiguousarray({p}).reshape({lit(view)})")
@@ -241,7 +247,8 @@ class FusedWriter:
                 buf.line(f"{outs[id(o)]} = __np.empty({lit(self.loop)}, {dtype_src(o.dtype)})")
             idx = [f"i{d}" for d in range(len(self.loop))]
             for d, n in enumerate(self.loop):
-                buf.line(f"for {idx[d]} in range({n}):")
+                loop = "__prange" if parallel and d == 0 else "range"
+                buf.line(f"for {idx[d]} in {loop}({n}):")
                 buf.level += 1
             self.write_body(buf, idx, outs)
             buf.level -= len(self.loop)
