@@ -140,14 +140,17 @@ def test_signature_cache_is_capped():
     assert [s[0][1] for s in rep.signatures()] == [(2,), (3,)]
 
 
-def test_run_from_many_threads():
-    rep = backend.prepare(chain_model(dims=(64, 64)))
+@pytest.mark.parametrize("dims", [(64, 64), (512, 640)])   # the second is a prange loop
+def test_run_from_many_threads(dims):
+    rep = backend.prepare(chain_model(dims=dims))
+    if dims == (512, 640):
+        assert "__prange(" in rep.source()
     rng = np.random.default_rng(0)
-    xs = [rng.standard_normal((64, 64)).astype(np.float32) for _ in range(8)]
+    xs = [rng.standard_normal(dims).astype(np.float32) for _ in range(8)]
     errors = []
 
     def work(x):
-        for _ in range(50):
+        for _ in range(20):
             if not np.array_equal(rep.run([x])[0], np.maximum(2 * x, 0)):
                 errors.append("mismatch")
 
