@@ -130,3 +130,39 @@ def test_constant_scale_and_shift_fold_into_conv(scale_shape, shift_shape, folds
                                rtol=1e-4, atol=1e-5)
     kinds = [k.kind for k in rep.compiled().kernels]
     assert kinds == (["call"] if folds else ["call", "fused"])
+
+
+@pytest.mark.parametrize("bias_shape", [(5,), (1, 5), (), (1,), None])
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("a_shape", [(3, 4), (2, 3, 4), (4,)])
+def test_bias_and_relu_fuse_into_matmul(bias_shape, relu, a_shape):
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 5)).astype(np.float32), "w")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"])]
+    last = "m"
+    if bias_shape is not None:
+        inits.append(numpy_helper.from_array(
+            rng.standard_normal(bias_shape).astype(np.float32), "b"))
+        nodes.append(helper.make_node("Add", ["b", last], ["a"]))
+        last = "a"
+    if relu:
+        nodes.append(helper.make_node("Relu", [last], ["r"]))
+        last = "r"
+    nodes.append(helper.make_node("Identity", [last], ["y"]))
+    graph = helper.make_graph(nodes, "mm", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, list(a_shape))], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    x = rng.standard_normal(a_shape).astype(np.float32)
+    rep = backend.prepare(model)
+    np.testing.assert_allclose(rep.run([x])[0], ReferenceEvaluator(model).run(None, {"x": x})[0],
+                               rtol=1e-5, atol=1e-6)
+    fused = [op for k in rep.compiled().kernels for _, op in k.nodes if k.kind == "call"]
+    # a bias of higher rank than the product broadcasts it to a new shape: that Add stays apart
+    folds = bias_shape is not None and len(bias_shape) <= len(a_shape)
+    expected = ["MatMul"] + (["Add"] if folds else []) + (["Relu"] if relu and
+                                                           (folds or bias_shape is None) else [])
+    assert fused[:len(expected)] == expected
+    from onnxjit.kernels.sgemm import has_avx512
+    packed = int(np.prod(a_shape[:-1])) >= 4 and has_avx512()   # (2, 3, 4): 6 rows of A
+    assert ("__k_sgemm.sgemm_packed(" in rep.source()) == packed

@@ -56,6 +56,24 @@ def matmul3(a, b):
 
 
 @njit(**_JIT)
+def matmul3_epilogue(a, b, bias, act):
+    """act(matmul3(a, b) + bias): bias (N,) or None along the last axis, act 0 none / 1 Relu,
+    applied in one pass over each output row while it is still in cache."""
+    out = matmul3(a, b)
+    y = out.reshape((out.size // out.shape[2], out.shape[2]))
+    zero = y.dtype.type(0)
+    for i in range(y.shape[0]):
+        for j in range(y.shape[1]):
+            v = y[i, j]
+            if bias is not None:
+                v += bias[j]
+            if act == 1:
+                v = v if not v < zero else zero
+            y[i, j] = v
+    return out
+
+
+@njit(**_JIT)
 def gemm(a, b, c, alpha, beta, trans_a, trans_b):
     """ONNX Gemm: alpha * op(a) @ op(b) + beta * c; a, b 2-D float, c 2-D (M|1, N|1).
 
