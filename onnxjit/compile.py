@@ -68,6 +68,9 @@ def compile_segments(module, segments):
         dispatcher = getattr(module, seg.name)
         signature = tuple(numba_type(v) for v in seg.params)
         if signature not in dispatcher.overloads:   # a module imported before is compiled
+            # The same text can serve other argument types (e.g. weights of another dtype);
+            # rep.run's fast path disables compiling on entries, so allow it for this call.
+            dispatcher.disable_compile(False)
             dispatcher.compile(signature)
         entries.append(dispatcher.overloads[signature].entry_point)
     return entries
