@@ -1,4 +1,11 @@
-"""Conv and ConvTranspose kernels: im2col / col2im around BLAS ``np.dot``.
+"""Conv and ConvTranspose kernels: im2col / col2im around BLAS GEMM.
+
+Conv (``_conv5``) works per (image, group) and tile of output rows: the input is copied once
+into a zero-padded, stride-phase-split layout (``_phase_split``; skipped for stride 1 without
+padding), from which im2col (``_im2col_split``) is plain contiguous runs; ``gemm_into`` then
+writes the tile's GEMM straight into its block of y (BLAS with a leading dimension, no tile
+buffer or copy-out), and the epilogue act(y + b (+ res)) runs in place while the block is in
+cache.  1x1 kernels skip im2col (the possibly subsampled input is the column matrix).
 
 Spatial rank: 1-D, 2-D and 3-D are all supported directly.  ``x`` is (N, C, *S) with
 len(S) = k in {1, 2, 3}; ``strides``/``dilations`` are k-tuples of ints and ``pads`` is a
@@ -9,7 +16,9 @@ All array arguments must be C-contiguous; the output has the input's dtype (floa
 
 import numpy as np
 from numba import njit, types
+from numba.core import errors
 from numba.extending import overload
+from numba.np.linalg import ensure_blas
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -92,10 +101,68 @@ def span(off, size, stride, n):
     return start, max(start, stop)
 
 
+# ---------------------------------------------------------------- BLAS
+# numba_xxgemm is Numba's own BLAS entry (scipy's ?gemm, column-major), also used by
+# np.linalg.pinv.  Calling it directly lets a GEMM write a strided block of a larger array
+# (np.dot's `out` must be contiguous), so conv tiles land in y without a copy-out.
+ensure_blas()
+_xxgemm = types.ExternalFunction("numba_xxgemm", types.intc(
+    types.char, types.char, types.char, types.intp, types.intp, types.intp,
+    types.voidptr, types.voidptr, types.intp, types.voidptr, types.intp,
+    types.voidptr, types.voidptr, types.intp))
+
+
+def _same_dtype(a, b, c):
+    """Compile-time check that a, b, c share one float32/float64 dtype (BLAS reads raw memory)."""
+    raise NotImplementedError
+
+
+@overload(_same_dtype)
+def _same_dtype_impl(a, b, c):
+    if not (a.dtype == b.dtype == c.dtype and a.dtype in (types.float32, types.float64)):
+        raise errors.TypingError("gemm_into needs one float32/float64 dtype, got %s, %s, %s"
+                                 % (a.dtype, b.dtype, c.dtype))
+    return lambda a, b, c: None
+
+
+@njit(**_JIT)
+def gemm_into(a, b, c):
+    """c[...] = a @ b for float32/64 2-D views with unit-stride rows (any row stride).
+
+    Row-major C = A @ B is column-major C^T = B^T @ A^T, so BLAS gets (B, A) untransposed
+    with the row strides as leading dimensions.
+    """
+    _same_dtype(a, b, c)
+    m, k = a.shape
+    n = b.shape[1]
+    if b.shape[0] != k or c.shape[0] != m or c.shape[1] != n:
+        raise ValueError("gemm_into: shape mismatch")
+    if m == 0 or n == 0:
+        return
+    isz = c.itemsize
+    if ((k > 1 and a.strides[1] != isz) or (n > 1 and b.strides[1] != isz)
+            or (n > 1 and c.strides[1] != isz)):
+        raise ValueError("gemm_into: rows must be unit-stride")
+    ab = np.zeros(2, c.dtype)  # alpha = 1, beta = 0
+    ab[0] = 1
+    kind = np.int8(115) if isz == 4 else np.int8(100)  # 's' / 'd'
+    nt = np.int8(78)  # 'N'
+    _xxgemm(kind, nt, nt, n, m, k, ab[:1].ctypes, b.ctypes, max(1, n, b.strides[0] // isz),
+            a.ctypes, max(1, k, a.strides[0] // isz), ab[1:].ctypes, c.ctypes,
+            max(1, n, c.strides[0] // isz))
+    ab[0] = 0  # keeps alpha/beta alive across the call
+
+
 # ---------------------------------------------------------------- Conv
 # Column tiles are sized to stay in L2 so the GEMM reads what im2col just wrote.
 _TILE_BYTES = 1 << 19
 _MIN_TILE_COLS = 384  # narrower GEMMs lose more to BLAS overhead than they gain in cache
+# 1x1 stride-1 convs need no im2col; column blocks only keep the epilogue's block in L2.
+_PW_TILE_BYTES = 1 << 21
+_PW_MIN_TILE_COLS = 1024
+# Kernels at least this wide read a phase-split copy of the input (many short, partly padded
+# runs otherwise); narrower ones (3x3, 7x1) im2col straight from x, which measured 2-5% faster.
+_SPLIT_MIN_KW = 5
 
 
 @njit(inline="always", **_JIT)
@@ -121,8 +188,93 @@ def _zero_run(dst, d0, n):
 
 
 @njit(**_JIT)
+def _phase_split(xf, base, cg, in3, s3, p6, r3, e3, j0, xs):
+    """Padded, stride-phase-split copy of one (image, group) input (or a band of rows) for im2col.
+
+    xs[c, rd, rh, rw, i, j, l] = xpad[c, i*sd + rd, (j0 + j)*sh + rh, l*sw + rw] for phases
+    r < R and i, j, l < E (r3, e3), where xpad is xf[base:] as (cg, D, H, W) with begin pads
+    p6[:3] and zeros outside.  Kernel tap k (dilation d) of output o then reads phase (k*d) % s
+    at o + (k*d) // s: consecutive outputs read consecutive elements.
+
+    Each input row is copied once into a zero-bordered line buffer, which is then split into
+    its Rw phases without bounds checks (stride 2 by one interleaved loop).
+    """
+    D, H, W = in3
+    Rd, Rh, Rw = r3
+    Ed, Eh, Ew = e3
+    sw, pw = s3[2], p6[2]
+    plane = Ed * Eh * Ew
+    # line[t] = xpad row at column t - pw, t < Ew * sw (covers every l*sw + rw)
+    line = np.zeros(max(Ew * sw, pw + W), xs.dtype)
+    uew = np.uint64(Ew)
+    for c in range(cg):
+        for rd in range(Rd):
+            for rh in range(Rh):
+                dst = (((c * Rd + rd) * Rh + rh) * Rw) * plane
+                for i in range(Ed):
+                    z = i * s3[0] + rd - p6[0]
+                    for j in range(Eh):
+                        v = (j0 + j) * s3[1] + rh - p6[1]
+                        o = dst + (i * Eh + j) * Ew
+                        if z < 0 or z >= D or v < 0 or v >= H:
+                            for rw in range(Rw):
+                                _zero_run(xs, o + rw * plane, Ew)
+                            continue
+                        _copy_run(line, pw, xf, base + ((c * D + z) * H + v) * W, W, 1)
+                        if Rw == 1:
+                            _copy_run(xs, o, line, 0, Ew, sw)
+                        elif Rw == 2 and sw == 2:
+                            o0, o1 = np.uint64(o), np.uint64(o + plane)
+                            for t in range(uew):
+                                a = line[t * np.uint64(2)]
+                                b = line[t * np.uint64(2) + np.uint64(1)]
+                                xs[o0 + t] = a
+                                xs[o1 + t] = b
+                        else:
+                            for rw in range(Rw):
+                                _copy_run(xs, o + rw * plane, line, rw, Ew, sw)
+
+
+@njit(**_JIT)
+def _im2col_split(xs, base, cg, k3, s3, d3, r3, e3, j0, o3, q0, q1, colf):
+    """Column rows (c, kd, kh, kw) for output rows q in [q0, q1) of the (OD*OH, OW) grid.
+
+    Reads the phase-split input xs[base:] (see _phase_split; its rows start at j0): each
+    (row, q) is one run of OW contiguous elements, with no bounds checks or zero fill.
+    """
+    OH, OW = o3[1], o3[2]
+    Rd, Rh, Rw = r3
+    Ed, Eh, Ew = e3
+    plane = Ed * Eh * Ew
+    uow = np.uint64(OW)
+    dst = np.uint64(0)
+    for c in range(cg):
+        for kd in range(k3[0]):
+            rd, ed = (kd * d3[0]) % s3[0], (kd * d3[0]) // s3[0]
+            for kh in range(k3[1]):
+                rh, eh = (kh * d3[1]) % s3[1], (kh * d3[1]) // s3[1]
+                for kw in range(k3[2]):
+                    rw, ew = (kw * d3[2]) % s3[2], (kw * d3[2]) // s3[2]
+                    p0 = base + (((c * Rd + rd) * Rh + rh) * Rw + rw) * plane + ew
+                    od, oh = q0 // OH, q0 % OH
+                    for _ in range(q0, q1):
+                        src = np.uint64(p0 + ((od + ed) * Eh + oh - j0 + eh) * Ew)
+                        for i in range(uow):
+                            colf[dst + i] = xs[src + i]
+                        dst += uow
+                        oh += 1
+                        if oh == OH:
+                            oh = 0
+                            od += 1
+
+
+@njit(**_JIT)
 def _im2col_rows(xf, base, cg, in3, k3, s3, p6, d3, o3, q0, q1, colf):
-    """Columns for output rows q in [q0, q1) of the (OD*OH, OW) grid into flat colf."""
+    """Columns for output rows q in [q0, q1) of the (OD*OH, OW) grid into flat colf.
+
+    Reads x directly (strided runs, bounds and zero fill per run): for small kernels this is
+    cheaper than a phase-split copy of the input first.
+    """
     D, H, W = in3
     OH, OW = o3[1], o3[2]
     pt = (q1 - q0) * OW
@@ -145,6 +297,46 @@ def _im2col_rows(xf, base, cg, in3, k3, s3, p6, d3, o3, q0, q1, colf):
                         _copy_run(colf, dst + ow0, xf, src, ow1 - ow0, s3[2])
                         _zero_run(colf, dst + ow1, OW - ow1)
                     r += 1
+
+
+def flat_opt(r):
+    """r.reshape(r.size) for an optional array; None stays None."""
+    raise NotImplementedError
+
+
+@overload(flat_opt)
+def _flat_opt(r):
+    if isinstance(r, (types.NoneType, types.Omitted)) or r is None:
+        return lambda r: None
+    return lambda r: r.reshape(r.size)
+
+
+@njit(**_JIT)
+def _epilogue(yf, off, ld, rows, cols, b, m0, act, rf=None):
+    """In place on a block of flat y: y[off + m*ld + p] = act(y + b[m0 + m] (+ rf[same])).
+
+    m < rows, p < cols; act 0 is none, 1 Relu; rf (optional residual) is indexed like yf.
+    """
+    zero = yf.dtype.type(0)
+    uc = np.uint64(cols)
+    for m in range(rows):
+        bm = yf.dtype.type(b[m0 + m])
+        o = np.uint64(off + m * ld)
+        if rf is not None:
+            if act == 1:
+                for p in range(uc):
+                    v = yf[o + p] + bm + rf[o + p]
+                    yf[o + p] = v if not v < zero else zero
+            else:
+                for p in range(uc):
+                    yf[o + p] = yf[o + p] + bm + rf[o + p]
+        elif act == 1:
+            for p in range(uc):
+                v = yf[o + p] + bm
+                yf[o + p] = v if not v < zero else zero
+        else:
+            for p in range(uc):
+                yf[o + p] = yf[o + p] + bm
 
 
 def opt5(r):
@@ -176,66 +368,84 @@ def _add_bias(y3, b, act, r3=None):
 
 
 @njit(**_JIT)
-def _store_tile(yg, p0, tile, b, m0, act, rg=None):
-    """yg[:, p0:p0+pt] = act(tile + bias (+ rg[:, p0:p0+pt])): the epilogue fused into the copy-out."""
-    zero = yg.dtype.type(0)
-    for m in range(tile.shape[0]):
-        bm = yg.dtype.type(b[m0 + m])
-        for p in range(tile.shape[1]):
-            v = tile[m, p] + bm
-            if rg is not None:
-                v += rg[m, p0 + p]
-            if act == 1:
-                v = v if not v < zero else zero
-            yg[m, p0 + p] = v
-
-
-@njit(**_JIT)
 def _conv5(x, w, b, s3, p6, d3, group, act, res):
-    """Conv on canonical 5-D arrays: per (image, group, row tile) im2col + one GEMM.
+    """Conv on canonical 5-D arrays: per (image, group) and tile of output rows, im2col and one
+    GEMM written straight into y, then the epilogue y = act(y + b (+ res)) on the (hot) block.
 
-    The epilogue y = act(y + b (+ res)) is fused into the GEMM tiles' copy-out.
+    im2col source: x itself for stride 1 without padding; for 1x1 kernels with stride / pads
+    and kernels >= _SPLIT_MIN_KW wide, a padded, stride-phase-split copy (_phase_split) from
+    which im2col is plain contiguous runs (for 1-D and 2-D convs made per tile, the band of
+    input rows the tile reads, so it stays in cache); otherwise x with bounds per run
+    (_im2col_rows).  1x1 kernels skip im2col: the (split) input is the column matrix.
     """
     N, C, D, H, W = x.shape
     M, cg, KD, KH, KW = w.shape
     mg, kk = M // group, cg * KD * KH * KW
+    k3 = (KD, KH, KW)
     o3 = ((D + p6[0] + p6[3] - (KD - 1) * d3[0] - 1) // s3[0] + 1,
           (H + p6[1] + p6[4] - (KH - 1) * d3[1] - 1) // s3[1] + 1,
           (W + p6[2] + p6[5] - (KW - 1) * d3[2] - 1) // s3[2] + 1)
     nq, OW = o3[0] * o3[1], o3[2]
-    y = np.empty((N, group, mg, nq * OW), x.dtype)
-    w3 = w.reshape((group, mg, kk))
-    xg = x.reshape((N, group, cg * D * H * W))
-    if kk == cg and s3 == (1, 1, 1) and p6 == (0, 0, 0, 0, 0, 0):
-        # 1x1 / stride 1 / no pad: the input already is the column matrix
-        for n in range(N):
-            for g in range(group):
-                np.dot(w3[g], xg[n, g].reshape((cg, nq * OW)), y[n, g])
-        if res is not None:
-            _add_bias(y.reshape((N, M, nq * OW)), b, act, res.reshape((N, M, nq * OW)))
-        else:
-            _add_bias(y.reshape((N, M, nq * OW)), b, act)
+    P = nq * OW
+    y = np.empty((N, M, P), x.dtype)
+    if y.size == 0:
         return y.reshape((N, M, o3[0], o3[1], o3[2]))
-    rows = max(_TILE_BYTES // (kk * OW * x.itemsize), (_MIN_TILE_COLS + OW - 1) // OW)
-    rows = min(nq, max(1, rows))
-    colbuf = np.empty(kk * rows * OW, x.dtype)
-    tilebuf = np.empty(mg * rows * OW, x.dtype)
+    # split layout: per dim, R phases (the stride where the kernel spans > 1, else 1) of E
+    r3 = (s3[0] if KD > 1 else 1, s3[1] if KH > 1 else 1, s3[2] if KW > 1 else 1)
+    e3 = (o3[0] + (KD - 1) * d3[0] // s3[0], o3[1] + (KH - 1) * d3[1] // s3[1],
+          o3[2] + (KW - 1) * d3[2] // s3[2])
+    direct = s3 == (1, 1, 1) and p6 == (0, 0, 0, 0, 0, 0)  # x already is that layout
+    pointwise = kk == cg
+    split = not direct and (pointwise or KW >= _SPLIT_MIN_KW)
+    banded = split and e3[0] == 1  # 1-D/2-D: split per tile (q is the output row)
+    halo = e3[1] - o3[1]
+    isz = x.itemsize
+    if pointwise and direct:  # tiles are column blocks of x itself
+        pt = min(P, max(_PW_TILE_BYTES // (cg * isz), _PW_MIN_TILE_COLS))
+        rows = 0
+    else:
+        rows = max(_TILE_BYTES // (kk * OW * isz), (_MIN_TILE_COLS + OW - 1) // OW)
+        rows = min(nq, max(1, rows))
+        pt = rows * OW
+    nphase = r3[0] * r3[1] * r3[2]
     xf = x.reshape(x.size)
+    if direct or not split:
+        xs = xf
+    elif banded:
+        xs = np.empty(cg * nphase * (rows + halo) * e3[2], x.dtype)
+    else:
+        xs = np.empty(cg * nphase * e3[0] * e3[1] * e3[2], x.dtype)
+    colbuf = xs[:0] if pointwise else np.empty(kk * pt, x.dtype)
+    w3 = w.reshape((group, mg, kk))
+    yf = y.reshape(y.size)
+    rf = flat_opt(res)
     for n in range(N):
         for g in range(group):
-            for q0 in range(0, nq, rows):
-                q1 = min(nq, q0 + rows)
-                pt = (q1 - q0) * OW
-                col = colbuf[:kk * pt]
-                _im2col_rows(xf, (n * C + g * cg) * D * H * W, cg, (D, H, W),
-                             (KD, KH, KW), s3, p6, d3, o3, q0, q1, col)
-                tile = tilebuf[:mg * pt].reshape((mg, pt))
-                np.dot(w3[g], col.reshape((kk, pt)), tile)
-                if res is not None:
-                    _store_tile(y[n, g], q0 * OW, tile, b, g * mg, act,
-                                res.reshape((N, group, mg, nq * OW))[n, g])
+            xoff = (n * C + g * cg) * D * H * W
+            base = xoff if direct else 0
+            if split and not banded:
+                _phase_split(xf, xoff, cg, (D, H, W), s3, p6, r3, e3, 0, xs)
+            for p0 in range(0, P, pt):
+                p1 = min(P, p0 + pt)
+                q0, q1 = p0 // OW, p1 // OW
+                eb, j0 = e3, 0
+                if banded:
+                    eb, j0 = (1, q1 - q0 + halo, e3[2]), q0
+                    _phase_split(xf, xoff, cg, (D, H, W), s3, p6, r3, eb, j0, xs)
+                if pointwise:
+                    if banded:
+                        bmat = xs[:cg * (p1 - p0)].reshape((cg, p1 - p0))
+                    else:
+                        bmat = xs[base:base + cg * P].reshape((cg, P))[:, p0:p1]
                 else:
-                    _store_tile(y[n, g], q0 * OW, tile, b, g * mg, act)
+                    col = colbuf[:kk * (p1 - p0)]
+                    if direct or split:
+                        _im2col_split(xs, base, cg, k3, s3, d3, r3, eb, j0, o3, q0, q1, col)
+                    else:
+                        _im2col_rows(xf, xoff, cg, (D, H, W), k3, s3, p6, d3, o3, q0, q1, col)
+                    bmat = col.reshape((kk, p1 - p0))
+                gemm_into(w3[g], bmat, y[n, g * mg:(g + 1) * mg, p0:p1])
+                _epilogue(yf, (n * M + g * mg) * P + p0, P, mg, p1 - p0, b, g * mg, act, rf)
     return y.reshape((N, M, o3[0], o3[1], o3[2]))
 
 
