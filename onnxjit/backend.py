@@ -99,8 +99,10 @@ class OnnxJitRep(BackendRep):
         if len(inputs) != len(self.inputs):
             raise InputError(f"the model takes {len(self.inputs)} input(s) {self.input_names}, "
                              f"got {len(inputs)}")
-        return [a if type(a) is np.ndarray and a.flags.c_contiguous else _as_array(a, s.name)
-                for a, s in zip(inputs, self.inputs)]
+        # Compiled code is typed for writeable C arrays: others are copied (Numba types read-only
+        # arrays apart, so a driver's segments would otherwise compile again for them).
+        return [a if type(a) is np.ndarray and a.flags.c_contiguous and a.flags.writeable
+                else _as_array(a, s.name) for a, s in zip(inputs, self.inputs)]
 
     def _from_dict(self, feeds):
         unknown = sorted(set(feeds) - set(self.input_names))
@@ -200,9 +202,9 @@ class OnnxJitRep(BackendRep):
                 f"{len(self._cache)} signature(s), {self.hits} hits, {self.misses} misses>")
 
 
-# What the hot path keys on: exact class (ndarray, not a subclass or numpy scalar), shape, dtype
-# and strides (which fix contiguity).  Entries are made only from converted, C-contiguous arrays.
-_array_key = operator.attrgetter("__class__", "shape", "dtype", "strides")
+# What the hot path keys on: exact class (ndarray, not a subclass or numpy scalar), shape, dtype,
+# strides (which fix contiguity) and writeability.  Entries are made only from converted, C-contiguous arrays.
+_array_key = operator.attrgetter("__class__", "shape", "dtype", "strides", "flags.writeable")
 _new_tuple = tuple.__new__   # builds the namedtupledict without its Python-level __new__
 
 
@@ -213,7 +215,7 @@ def _as_array(value, name):
     array = np.asarray(value)
     if array.dtype == object:
         raise InputError(f"input {name!r}: cannot use a {type(value).__name__} as a tensor")
-    return np.ascontiguousarray(array) if array.ndim else array.copy()
+    return np.require(array, requirements=["C", "W"]) if array.ndim else array.copy()
 
 
 def _check_input(array, spec):
