@@ -41,59 +41,59 @@ def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_s
     s, p, d, out = shapes.conv_geometry(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
     shape = (x.shape[0], w.shape[0]) + tuple(out)
     meta = {"kind": "conv", "geometry": (s, p, d, int(group)), "act": 0, "res": False,
-            "winograd": 0,
             # one input channel per group and output: a direct per-channel kernel (MobileNet,
             # ShuffleNet) instead of im2col and a 1-row GEMM per channel
-            "depthwise": group == x.shape[1] == w.shape[0] and w.shape[1] == 1 and group > 1}
+            "depthwise": group == x.shape[1] == w.shape[0] and w.shape[1] == 1 and group > 1,
+            "layout": None}   # how the weights were transformed at the end (_transform_weights)
+    plan = None
     if (kernel == (3, 3) and s == (1, 1) and d == (1, 1) and group == 1 and w.is_const
             and x.dtype in (np.float32, np.float64)):
-        meta["winograd"] = winograd.use_winograd(x.shape[1], w.shape[0], out[0], out[1],
-                                                 x.shape[0])
-        meta["finalize"] = _winograd_weights
-    if (kernel == (1, 1) and s == (1, 1) and d == (1, 1) and p == (0, 0, 0, 0) and group == 1
+        m = winograd.use_winograd(x.shape[1], w.shape[0], out[0], out[1], x.shape[0])
+        plan = ("winograd", m) if m else None
+    elif (kernel == (1, 1) and s == (1, 1) and d == (1, 1) and p == (0, 0, 0, 0) and group == 1
             and w.is_const and x.dtype == np.float32 and sgemm.has_avx512()):
-        meta["finalize"] = _packed_1x1_weights
-    return ctx.call(_conv_expr(ctx, meta), x, w, _bias(ctx, b, w.shape[0], x.dtype),
+        plan = ("packed_1x1", w.shape[0])
+    if plan is not None:
+        meta["finalize"] = lambda step: _transform_weights(step, plan)
+    return ctx.call(_conv_expr(meta), x, w, _bias(ctx, b, w.shape[0], x.dtype),
                     shape=shape, dtype=x.dtype, meta=meta)
 
 
-def _conv_expr(ctx, meta):
+def _conv_expr(meta):
     s, p, d, group = meta["geometry"]
-    res = ", {3}" if meta["res"] else ""
+    act = lit(meta["act"])
+    res = "{3}" if meta["res"] else "None"
+    kind, arg = meta["layout"] or (None, None)
     if meta["depthwise"] and not meta["res"]:
         return (f"__k_depthwise.depthwise_conv({{0}}, {{1}}, {{2}}, {lit(s)}, {lit(p)}, {lit(d)}, "
-                f"{lit(meta['act'])})")
-    if meta.get("packed_1x1"):
-        return (f"__k_sgemm.conv1x1_packed({{0}}, {{1}}, {meta['packed_1x1']}, {{2}}, "
-                f"{lit(meta['act'])}, {'{3}' if meta['res'] else 'None'})")
-    if meta.get("winograd_weights"):
-        return (f"__k_winograd.conv3x3({{0}}, {{1}}, {{2}}, {lit(p)}, {lit(meta['act'])}, "
-                f"{{3}})" if meta["res"] else
-                f"__k_winograd.conv3x3({{0}}, {{1}}, {{2}}, {lit(p)}, {lit(meta['act'])}, None)")
-    return (f"__k_conv.conv({{0}}, {{1}}, {{2}}, {lit(s)}, {lit(p)}, {lit(d)}, "
-            f"{lit(group)}, {lit(meta['act'])}{res})")
+                f"{act})")
+    if kind == "packed_1x1":
+        return f"__k_sgemm.conv1x1_packed({{0}}, {{1}}, {arg}, {{2}}, {act}, {res})"
+    if kind == "winograd":
+        return f"__k_winograd.conv3x3({{0}}, {{1}}, {{2}}, {lit(p)}, {act}, {res})"
+    return (f"__k_conv.conv({{0}}, {{1}}, {{2}}, {lit(s)}, {lit(p)}, {lit(d)}, {lit(group)}, "
+            f"{act}{', {3}' if meta['res'] else ''})")
 
 
-def _packed_1x1_weights(step):
-    """1x1 stride-1 float32 convs run on onnxjit's AVX-512 GEMM (kernels/sgemm.py) with the final
-    (folded) weights packed once: 0.8-1.1x ORT's time, against 1.0-1.5x through OpenBLAS."""
+def _transform_weights(step, plan):
+    """Give the Conv its final (folded) weights in the layout its fast kernel reads.
+
+    ("winograd", m): 3x3 stride-1 convs where Winograd F(m x m, 3 x 3) measured faster get
+    U = G g G^T.  ("packed_1x1", M): 1x1 stride-1 float32 convs run on onnxjit's AVX-512 GEMM
+    (kernels/sgemm.py) with W packed in 32-channel panels: 0.8-1.1x ORT's time, against 1.0-1.5x
+    through OpenBLAS.
+    """
     w = step.inputs[1]
     if not w.is_const:
         return
-    m = w.shape[0]
-    step.inputs[1] = const_value(sgemm.pack_a(w.const.reshape((m, -1))))
-    step.meta["packed_1x1"] = m
-    step.expr = _conv_expr(None, step.meta)
-
-
-def _winograd_weights(step):
-    """3x3 stride-1 convs where Winograd measured faster: transform the final (folded) weights."""
-    w = step.inputs[1]
-    if not step.meta["winograd"] or not w.is_const:
-        return
-    step.inputs[1] = const_value(winograd.winograd_weights(w.const, step.meta["winograd"]))
-    step.meta["winograd_weights"] = True
-    step.expr = _conv_expr(None, step.meta)
+    kind, arg = plan
+    if kind == "winograd":
+        packed = winograd.winograd_weights(w.const, arg)
+    else:
+        packed = sgemm.pack_a(w.const.reshape((arg, -1)))
+    step.inputs[1] = const_value(packed)
+    step.meta["layout"] = plan
+    step.expr = _conv_expr(step.meta)
 
 
 @peephole("Relu")
@@ -103,7 +103,7 @@ def relu_into_conv(ctx, x):
     if step is None or step.meta["act"]:
         return None
     step.meta["act"] = 1
-    step.expr = _conv_expr(ctx, step.meta)
+    step.expr = _conv_expr(step.meta)
     step.nodes.append(ctx.label)
     return step.outs[0]
 
@@ -127,7 +127,7 @@ def residual_into_conv(ctx, *inputs, **legacy):
             continue
         step.meta["res"] = True
         step.inputs.append(r)
-        step.expr = _conv_expr(ctx, step.meta)
+        step.expr = _conv_expr(step.meta)
         step.nodes.append(ctx.label)
         return step.outs[0]
     return None
@@ -159,7 +159,9 @@ def _foldable_conv(ctx, x, c):
 @peephole("Mul")
 def scale_into_conv(ctx, a, b, **legacy):
     """Conv * (constant per-channel scale) folds into the Conv's weights and bias."""
-    for x, c in ((a, b), (b, a)) if not legacy else ():
+    if legacy:   # opset < 7 broadcast/axis attributes
+        return None
+    for x, c in ((a, b), (b, a)):
         step, vec = _foldable_conv(ctx, x, c)
         if step is not None:
             w, bias = step.inputs[1], step.inputs[2]
@@ -174,7 +176,9 @@ def scale_into_conv(ctx, a, b, **legacy):
 @peephole("Add")
 def shift_into_conv(ctx, a, b, **legacy):
     """Conv + (constant per-channel shift) folds into the Conv's bias."""
-    for x, c in ((a, b), (b, a)) if not legacy else ():
+    if legacy:
+        return None
+    for x, c in ((a, b), (b, a)):
         step, vec = _foldable_conv(ctx, x, c)
         if step is not None:
             bias = step.inputs[2]
@@ -325,7 +329,9 @@ def _epilogue_matmul(ctx, x):
 @peephole("Add")
 def bias_into_matmul(ctx, a, b, **legacy):
     """MatMul + (constant vector along the last axis) adds the bias in the MatMul's epilogue."""
-    for x, c in ((a, b), (b, a)) if not legacy else ():
+    if legacy:
+        return None
+    for x, c in ((a, b), (b, a)):
         step = _epilogue_matmul(ctx, x)
         n = x.shape[-1] if x.rank else 0
         if (step is None or x.rank == 0 or step.meta["bias"] or not c.is_const
