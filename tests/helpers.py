@@ -29,3 +29,27 @@ def chain_model(dims=(2, 3), input_name="x", output_name="y", node_name="n"):
              helper.make_node("Relu", ["s"], [output_name], name=node_name + "_relu")]
     return helper.make_model(helper.make_graph(nodes, "chain", [x], [y]),
                              opset_imports=[helper.make_opsetid("", 21)])
+
+
+_STATS = """
+import json
+st = {name}.stats
+print(json.dumps({{"hits": sum(st.cache_hits.values()), "misses": sum(st.cache_misses.values())}}))
+"""
+
+
+def numba_cache_runs(child, dispatcher, cache_dir):
+    """Run `child` (Python source) in two fresh processes sharing NUMBA_CACHE_DIR=cache_dir;
+    the Numba disk-cache {hits, misses} of `dispatcher` (a name in child) in each."""
+    import json
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
+    code = child + _STATS.format(name=dispatcher)
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    return run(), run()

@@ -7,11 +7,6 @@ scale of a float32 dot product), per element.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -20,6 +15,8 @@ from onnx import helper as oh
 from onnx import numpy_helper
 
 from onnxjit.kernels.sgemm import has_avx512, pack_b, sgemm_packed
+
+from helpers import numba_cache_runs
 
 
 def _ort(a, b, bias, act):
@@ -108,25 +105,16 @@ def test_pack_b_layout():
 
 
 CHILD = r"""
-import json, numpy as np
+import numpy as np
 from onnxjit.kernels.sgemm import has_avx512, pack_b, sgemm_packed
 a = np.ones((13, 20), np.float32); b = np.ones((20, 40), np.float32)
 y = sgemm_packed(a, pack_b(b), 40, np.zeros(40, np.float32), 1)
 assert (y == 20).all()
-st = sgemm_packed.stats
-print(json.dumps({"hits": sum(st.cache_hits.values()), "misses": sum(st.cache_misses.values())}))
 """
 
 
 def test_second_process_loads_from_disk_cache(tmp_path):
     """cache=True works with the custom vector type / intrinsics (no pickling failure)."""
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
-
-    def run():
-        out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
-                             text=True, check=True)
-        return json.loads(out.stdout.strip().splitlines()[-1])
-
-    first, second = run(), run()
+    first, second = numba_cache_runs(CHILD, "sgemm_packed", tmp_path / "numba")
     assert first["misses"] >= 1 and first["hits"] == 0
     assert second["hits"] >= 1 and second["misses"] == 0

@@ -8,11 +8,6 @@ relative to |W| @ |X| (the rounding scale of a float32 dot product), per element
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -21,6 +16,8 @@ from onnx import helper as oh
 from onnx import numpy_helper
 
 from onnxjit.kernels.sgemm import conv1x1_packed, pack_a, pack_b
+
+from helpers import numba_cache_runs
 
 
 def _ort(x, w, bias, act, res):
@@ -140,25 +137,16 @@ def test_pack_a_layout():
 
 
 CHILD = r"""
-import json, numpy as np
+import numpy as np
 from onnxjit.kernels.sgemm import conv1x1_packed, pack_a
 x = np.ones((1, 20, 10, 10), np.float32)
 y = conv1x1_packed(x, pack_a(np.ones((13, 20), np.float32)), 13, np.zeros(13, np.float32), 1, None)
 assert (y == 20).all()
-st = conv1x1_packed.stats
-print(json.dumps({"hits": sum(st.cache_hits.values()), "misses": sum(st.cache_misses.values())}))
 """
 
 
 def test_second_process_loads_from_disk_cache(tmp_path):
     """cache=True works with the masked-load / masked-store intrinsics."""
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
-
-    def run():
-        out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
-                             text=True, check=True)
-        return json.loads(out.stdout.strip().splitlines()[-1])
-
-    first, second = run(), run()
+    first, second = numba_cache_runs(CHILD, "conv1x1_packed", tmp_path / "numba")
     assert first["misses"] >= 1 and first["hits"] == 0
     assert second["hits"] >= 1 and second["misses"] == 0
