@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 
 from .conv import as5d, from5d, pads6, tup3
-from .pool import block_planes, fill_phases, phase_geometry, tap_offsets
+from .pool import fill_phases, phase_buffers
 
 _JIT = dict(cache=True, error_model="numpy")
 # The parity split wastes half its taps and deinterleaves all of x up front: it wins on
@@ -260,13 +260,8 @@ def _dw_phase(x, w, b, s3, p6, d3, o3, act):
     y = np.empty(NC * OP, x.dtype)
     if NC == 0 or OP == 0:
         return y.reshape((N, C, OD, OH, OW))
-    q3, nph, run = phase_geometry(k3, s3, d3, o3)
-    pq = q3[0] * q3[1] * q3[2]
-    nb = block_planes(NC, q3, o3)
-    buf = np.empty(nph * nb * pq, x.dtype)
-    rowbuf = np.empty(nph * nb * pq if s3[2] > 1 else 0, x.dtype)
+    q3, run, pq, nb, buf, rowbuf, offs = phase_buffers(NC, k3, s3, d3, o3, x.dtype)
     acc = np.empty(pq, x.dtype)
-    offs = tap_offsets(k3, s3, d3, q3, nb)
     xf = x.reshape(x.size)
     wf = w.reshape((C, nt)).astype(x.dtype)
     bf = b.astype(x.dtype)

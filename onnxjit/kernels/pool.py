@@ -89,6 +89,18 @@ def tap_offsets(k3, s3, d3, q3, nb):
     return offs
 
 
+
+
+@njit(**_JIT)
+def phase_buffers(nplanes, k3, s3, d3, o3, dtype):
+    """Geometry and scratch for phase-split windows over blocks of planes (pools, depthwise):
+    (q3, run, pq, nb, buf, rowbuf, offs) for fill_phases and the tap loops."""
+    q3, nph, run = phase_geometry(k3, s3, d3, o3)
+    pq = q3[0] * q3[1] * q3[2]
+    nb = block_planes(nplanes, q3, o3)
+    buf = np.empty(nph * nb * pq, dtype)
+    rowbuf = np.empty(nph * nb * pq if s3[2] > 1 else 0, dtype)
+    return q3, run, pq, nb, buf, rowbuf, tap_offsets(k3, s3, d3, q3, nb)
 @njit(**_JIT)
 def fill_phases(xf, nc0, m, nb, in3, s3, p6, q3, buf, rowbuf, padval):
     """Planes nc0..nc0+m of flat x (canonical (D, H, W) planes) into phase buffer buf.
@@ -180,13 +192,8 @@ def _pool_flat(x, k3, s3, p6, d3, o3, is_max, count_include_pad):
     y = np.empty(NC * OP, x.dtype)
     if NC == 0 or OP == 0:
         return y.reshape((N, C, OD, OH, OW))
-    q3, nph, run = phase_geometry(k3, s3, d3, o3)
-    pq = q3[0] * q3[1] * q3[2]
-    nb = block_planes(NC, q3, o3)
-    buf = np.empty(nph * nb * pq, x.dtype)
-    rowbuf = np.empty(nph * nb * pq if s3[2] > 1 else 0, x.dtype)
+    q3, run, pq, nb, buf, rowbuf, offs = phase_buffers(NC, k3, s3, d3, o3, x.dtype)
     acc = np.empty(nb * pq, x.dtype)
-    offs = tap_offsets(k3, s3, d3, q3, nb)
     nt = offs.size
     xf = x.reshape(x.size)
     # separable window sizes for the average: count_d[od] * count_h[oh] * count_w[ow]
