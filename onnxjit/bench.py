@@ -3,7 +3,8 @@
 For each model: random inputs of the declared shapes; onnxjit cold prepare (a fresh, private
 ONNXJIT_CACHE_DIR) and warm prepare (a second process on the same cache dir, so Numba's disk cache is
 what is measured); ORT session creation; outputs compared with ORT's; then `rep.run` and
-`session.run` timed *alternately* after warm-up (medians, p90, median of per-pair ratios).
+`session.run` timed *alternately*, in short blocks of calls, after warm-up (medians, p90, median of
+per-pair ratios).
 
 Peak memory: for each engine, the growth of the resident set (RSS) while it prepares and runs once,
 measured as VmHWM after resetting it through /proc/self/clear_refs (Linux), minus VmRSS before.
@@ -39,6 +40,7 @@ ATOL, RTOL = 1e-4, 1e-3          # mismatch: |jit - ort| > ATOL * scale + RTOL *
 WARMUP = 3
 BUDGET_S = 2.0                   # time spent timing each model when --repeat is not given
 MIN_PAIRS, MAX_PAIRS = 10, 2000
+BLOCK_S, MAX_BLOCK = 0.02, 50   # consecutive timed calls per engine before switching (see time_alternating)
 CHILD_TIMEOUT_S = 900
 ORT_MISSING = ("onnxjit bench compares against ONNX Runtime, which is not installed: "
                "pip install 'onnxjit[bench]' (or: pip install onnxruntime)")
@@ -154,19 +156,32 @@ def auto_pairs(seconds_per_round, budget=BUDGET_S):
     return max(MIN_PAIRS, min(MAX_PAIRS, int(budget / seconds_per_round)))
 
 
-def time_alternating(fns, repeat=None, warmup=WARMUP, clock=time.perf_counter):
-    """{name: [seconds]}: the callables run in turn, rotating who goes first each round."""
+def time_alternating(fns, repeat=None, warmup=WARMUP, clock=time.perf_counter, block=None):
+    """{name: [seconds]}: the callables take turns in blocks of `block` timed calls each (by default
+    as many as fit in BLOCK_S, within [1, MAX_BLOCK]), rotating who goes first each round.
+
+    Each block starts with one untimed call. Thread pools spin after work (ORT's intra-op workers,
+    OpenBLAS's, OpenMP's) and sleep when idle; with more than one thread, the first call after the
+    other engine ran measures that hand-over (up to several times the call itself on a 2-core VM),
+    which no single-engine deployment pays. Blocks with a settling call time each engine in its
+    steady state while still interleaving them, so drift in the machine's speed affects both alike.
+    """
     names = list(fns)
     for _ in range(warmup):
         for name in names:
             fns[name]()
-    per_round = sum(_time_once(fns[n], clock) for n in names)
-    rounds = repeat if repeat else auto_pairs(per_round)
+    per_call = {n: _time_once(fns[n], clock) for n in names}
+    if block is None:
+        block = max(1, min(MAX_BLOCK, int(BLOCK_S / max(max(per_call.values()), 1e-9))))
+    # Budget: each round runs block + 1 calls of every engine.
+    rounds = repeat if repeat else auto_pairs(sum(per_call.values()) * (block + 1) / block)
     samples = {n: [] for n in names}
-    for i in range(rounds):
+    for i in range(-(-rounds // block)):
         # Rotating the order keeps cache and frequency effects from favouring one engine.
         for name in names[i % len(names):] + names[:i % len(names)]:
-            samples[name].append(_time_once(fns[name], clock))
+            fns[name]()                                  # settle: the hand-over call, untimed
+            for _ in range(min(block, rounds - i * block)):
+                samples[name].append(_time_once(fns[name], clock))
     return samples
 
 

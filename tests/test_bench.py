@@ -75,11 +75,29 @@ def test_statistics():
 def test_time_alternating_rotates_and_counts():
     calls, ticks = [], iter(range(10_000))
     fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
-    samples = bench.time_alternating(fns, repeat=4, warmup=2, clock=lambda: next(ticks))
+    samples = bench.time_alternating(fns, repeat=4, warmup=2, clock=lambda: next(ticks), block=1)
     assert {k: len(v) for k, v in samples.items()} == {"a": 4, "b": 4}
     assert all(t == 1 for v in samples.values() for t in v)      # each call spans one clock tick
-    # 2 warm-up rounds, 1 sizing round, then the timed rounds with the order rotating.
-    assert calls == ["a", "b"] * 3 + ["a", "b", "b", "a", "a", "b", "b", "a"]
+    # 2 warm-up rounds, 1 sizing round, then per round: an untimed settling call and the timed
+    # block of each engine, the order rotating.
+    assert calls == ["a", "b"] * 3 + ["a", "a", "b", "b", "b", "b", "a", "a"] * 2
+
+
+def test_time_alternating_blocks():
+    calls, ticks = [], iter(range(10_000))
+    fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    samples = bench.time_alternating(fns, repeat=5, warmup=0, clock=lambda: next(ticks), block=3)
+    assert {k: len(v) for k, v in samples.items()} == {"a": 5, "b": 5}
+    # Sizing round; then blocks of 1 settling + 3 timed calls, the last block cut to the 2 left.
+    assert calls == ["a", "b"] + ["a"] * 4 + ["b"] * 4 + ["b"] * 3 + ["a"] * 3
+    # Without `block`, a block lasts about BLOCK_S: up to MAX_BLOCK fast calls, one slow call.
+    # Calls made: 1 sizing call, then per block 1 settling call and its timed calls.
+    for tick, blocks in ((1e-6, 1), (1.0, 7)):
+        counter, seen = iter(range(10_000)), []
+        samples = bench.time_alternating({"x": lambda: seen.append(1)}, repeat=7, warmup=0,
+                                         clock=lambda: next(counter) * tick)
+        assert len(samples["x"]) == 7
+        assert len(seen) == 1 + blocks + 7
 
 
 # -- correctness --------------------------------------------------------------------------------
