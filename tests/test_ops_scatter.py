@@ -1,11 +1,13 @@
 """Scatter, TopK, Einsum and assorted tensor ops against onnx's reference evaluator."""
 import numpy as np
 import pytest
-from onnx import helper, numpy_helper
+from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxjit.backend
 from onnxjit.errors import LoweringError
+
+from helpers import check_reference, model_of
 
 RNG = np.random.default_rng(3)
 INTS = (np.int8, np.uint8, np.int32, np.int64, np.uint64)
@@ -22,48 +24,8 @@ def i64(*v):
     return np.array(v, np.int64)
 
 
-def model_of(op, inputs, consts=None, attrs=None, opset=21, n_out=1):
-    """One-node model: `inputs` are run-time arrays (None = absent), `consts` {position: array}."""
-    consts = consts or {}
-    names, graph_inputs, inits, feeds = [], [], [], []
-    runtime, p = list(inputs), -1
-    while runtime or p + 1 in consts:
-        p += 1
-        if p in consts:
-            names.append(f"c{p}")
-            inits.append(numpy_helper.from_array(np.asarray(consts[p]), f"c{p}"))
-            continue
-        a = runtime.pop(0)
-        if a is None:
-            names.append("")
-            continue
-        names.append(f"x{p}")
-        graph_inputs.append(helper.make_tensor_value_info(
-            f"x{p}", helper.np_dtype_to_tensor_dtype(a.dtype), a.shape))
-        feeds.append(a)
-    outs = [f"y{i}" for i in range(n_out)]
-    node = helper.make_node(op, names, outs, **(attrs or {}))
-    graph = helper.make_graph([node], "g", graph_inputs,
-                              [helper.make_empty_tensor_value_info(o) for o in outs], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10
-    return model, feeds
-
-
 def check(model, feeds):
-    """onnxjit's outputs equal the reference evaluator's (dtype, shape and values)."""
-    expected = ReferenceEvaluator(model).run(None, {i.name: a for i, a in zip(model.graph.input, feeds)})
-    got = onnxjit.backend.prepare(model).run(feeds)
-    assert len(got) == len(expected)
-    for g, e in zip(got, expected):
-        e = np.asarray(e)
-        assert g.dtype == e.dtype and g.shape == e.shape, (g.dtype, e.dtype, g.shape, e.shape)
-        if e.dtype == np.float32:
-            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
-        elif e.dtype == np.float64:
-            np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
-        else:
-            np.testing.assert_array_equal(g, e)
+    check_reference(model, feeds, atol=1e-6)
 
 
 def scatter_elements_case(dtype, axis, reduction, ishape=(2, 3), dshape=(3, 4)):
