@@ -19,6 +19,12 @@ MAX_SEGMENT_STATEMENTS = 40
 # Fused loops this large run their outer loop with prange (Numba's threads; one thread when
 # numba.set_num_threads(1)): below it, waking the thread pool costs more than it saves.
 PARALLEL_MIN_ELEMENTS = 1 << 18
+# LLVM fast-math flags for fused elementwise loops: 'contract' lets a*b+c become one FMA and 'arcp'
+# lets x/y become x*(1/y) (hoisted for constants and broadcast operands). Together they make the GELU /
+# normalization chain 1.7x faster. Deliberately without 'nnan'/'ninf'/'nsz'/'reassoc': NaN, Inf and
+# signed zeros keep IEEE semantics, and the order of operations is the graph's. The cost is an ulp or
+# two (1/y overflows only for subnormal y).
+FUSED_FASTMATH = '{"arcp", "contract"}'
 
 
 @dataclass
@@ -238,7 +244,7 @@ class FusedWriter:
         parallel = math.prod(self.loop) >= PARALLEL_MIN_ELEMENTS
         buf.splice(template("fused_kernel.py.tmpl").substitute(
             name=k.name, params=", ".join(self.params), nodes=node_list(k),
-            options=", parallel=True" if parallel else ""))
+            options=f", fastmath={FUSED_FASTMATH}" + (", parallel=True" if parallel else "")))
         with buf.indent():
             for p, view in zip(self.params, self.views):
                 buf.line(f"{p}_ = __np.ascontiguousarray({p}).reshape({lit(view)})")
