@@ -118,3 +118,20 @@ def test_second_process_loads_from_disk_cache(tmp_path):
     first, second = numba_cache_runs(CHILD, "sgemm_packed", tmp_path / "numba")
     assert first["misses"] >= 1 and first["hits"] == 0
     assert second["hits"] >= 1 and second["misses"] == 0
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("m,k,n", [(64, 784, 512), (64, 512, 10), (100, 300, 40), (7, 1000, 700),
+                                   (130, 600, 33)])
+def test_thread_counts(threads, m, k, n):
+    """Serial and parallel paths (split by panels, or by rows of 12 when there are few)."""
+    import numba
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        rng = np.random.default_rng(m + k + n)
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        _check(a, b, rng.standard_normal(n, dtype=np.float32), 1)
+    finally:
+        numba.set_num_threads(old)

@@ -150,3 +150,23 @@ def test_second_process_loads_from_disk_cache(tmp_path):
     first, second = numba_cache_runs(CHILD, "conv1x1_packed", tmp_path / "numba")
     assert first["misses"] >= 1 and first["hits"] == 0
     assert second["hits"] >= 1 and second["misses"] == 0
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("n,c,m,h,w", [(2, 64, 256, 28, 28), (1, 300, 70, 17, 19),
+                                       (2, 512, 200, 7, 7), (1, 100, 300, 7, 7),
+                                       (2, 256, 64, 14, 14)])
+def test_thread_counts(threads, n, c, m, h, w):
+    """Serial and parallel paths: streamed (columns split), transposed product (panels and
+    output rows split; M > C through the sgemm kernels), with residual + Relu."""
+    import numba
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        rng = np.random.default_rng(n + c + m + h)
+        x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+        wt = rng.standard_normal((m, c), dtype=np.float32)
+        res = rng.standard_normal((n, m, h, w), dtype=np.float32)
+        _check(x, wt, rng.standard_normal(m, dtype=np.float32), 1, res)
+    finally:
+        numba.set_num_threads(old)

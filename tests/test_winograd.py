@@ -139,10 +139,10 @@ def test_weights_layout(dtype):
     w = np.random.default_rng(6).standard_normal((5, 3, 3, 3)).astype(dtype)
     for m, a in ((2, 4), (4, 6)):
         u = winograd_weights(w, m)
-        assert u.shape == (a * a, 5, 3) and u.dtype == dtype and u.flags.c_contiguous
+        assert u.shape == (a * a, 3, 5) and u.dtype == dtype and u.flags.c_contiguous
     # point (k, l) = (0, 0) is G[0] g G[0]^T: g[0, 0] for m=2, g[0, 0]/16 for m=4
-    np.testing.assert_allclose(winograd_weights(w, 2)[0], w[:, :, 0, 0])
-    np.testing.assert_allclose(winograd_weights(w, 4)[0], w[:, :, 0, 0] / 16, rtol=1e-6)
+    np.testing.assert_allclose(winograd_weights(w, 2)[0], w[:, :, 0, 0].T)
+    np.testing.assert_allclose(winograd_weights(w, 4)[0], w[:, :, 0, 0].T / 16, rtol=1e-6)
     with pytest.raises(ValueError):
         winograd_weights(w, 3)
     with pytest.raises(ValueError):
@@ -156,3 +156,21 @@ def test_use_winograd():
     assert use_winograd(512, 512, 7, 7, N=4) == 2
     assert use_winograd(64, 64, 0, 5) == 0
     assert use_winograd(64, 64, 8, 4096) == 0  # wider than the scratch buffers
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("C,M", [(64, 40), (256, 37), (3, 16)])
+def test_thread_counts(threads, m, dtype, C, M):
+    """Serial and parallel paths (input channels / points / output channels split over the
+    Numba threads; float32 points on the AVX-512 kernels), several chunks, residual + Relu."""
+    import numba
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        x, w, b, res = _inputs(2, C, M, 30, 23, (1, 1, 1, 1), dtype, True, seed=C + M)
+        _check(x, w, b, (1, 1, 1, 1), 1, res, m, engine="ort" if dtype == np.float32 else
+               "reference")
+    finally:
+        numba.set_num_threads(old)

@@ -31,10 +31,13 @@ in a scratch output that is trimmed by one copy when N % 32 != 0.
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.core import cgutils
 from numba.core.datamodel import models
 from numba.extending import intrinsic, register_model
+from numba.np.ufunc.parallel import _launch_threads
+
+_launch_threads()  # registers the threading layer's symbols (num_threads, prange) with LLVM
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -179,6 +182,21 @@ def _prefetch(typingctx, a, i):
         builder.call(fn, [p, _I32(0), _I32(3), _I32(1)])
         return context.get_dummy_value()
     return types.void(a, types.intp), codegen
+
+
+@intrinsic
+def num_threads(typingctx):
+    """numba.get_num_threads() for jitted code that must stay disk-cacheable.
+
+    Numba's own overload calls the threading layer through a ctypes pointer, which makes
+    a function uncacheable ("dynamic globals"); this calls the symbol Numba registers with
+    LLVM when it launches its threads (done at import of this module).
+    """
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.IntType(64), []), "get_num_threads")
+        return builder.call(fn, [])
+    return types.intp(), codegen
 
 
 def has_avx512():
@@ -821,11 +839,72 @@ def _k1(af, aoff, lda, bpf, boff, bstep, npan, kc, cf, coff, ldc, first, last, b
 
 
 @njit(**_JIT)
+def _sgemm_block(af, k, bpf, biasf, act, cf, ldc, r0, r1, p0, p1):
+    """C[r0:r1, 32*p0:32*p1] = act(A[r0:r1] @ B[:, panels p0..p1) + bias): the serial GEMM
+    on one block of rows and panels (A, packed B, C flat; see ``sgemm_packed``)."""
+    nkb = (k + KCMAX - 1) // KCMAX
+    kcs = (k + nkb - 1) // nkb if k > 0 else 1
+    nblk = max(1, L2_PANEL_BYTES // (kcs * NR * 4))
+    mmain = r0 + (r1 - r0) // 12 * 12
+    for k0 in range(0, k, kcs):
+        kc = min(kcs, k - k0)
+        first = k0 == 0
+        last = k0 + kc == k
+        for j0 in range(p0, p1, nblk):
+            nj = min(p1, j0 + nblk) - j0
+            boff = (j0 * k + k0) * NR
+            for i0 in range(r0, mmain, 12):
+                _k12(af, i0 * k + k0, k, bpf, boff, k * NR, nj, kc,
+                    cf, i0 * ldc + j0 * NR, ldc, first, last, biasf, j0 * NR, act)
+            i0 = mmain
+            if r1 - i0 >= 8:
+                _k8(af, i0 * k + k0, k, bpf, boff, k * NR, nj, kc,
+                    cf, i0 * ldc + j0 * NR, ldc, first, last, biasf, j0 * NR, act)
+                i0 += 8
+            if r1 - i0 >= 4:
+                _k4(af, i0 * k + k0, k, bpf, boff, k * NR, nj, kc,
+                    cf, i0 * ldc + j0 * NR, ldc, first, last, biasf, j0 * NR, act)
+                i0 += 4
+            for i in range(i0, r1):
+                _k1(af, i * k + k0, k, bpf, boff, k * NR, nj, kc,
+                    cf, i * ldc + j0 * NR, ldc, first, last, biasf, j0 * NR, act)
+
+
+# Parallel split: below this many multiply-adds a GEMM runs on one thread (a fork/join of the
+# OpenMP pool costs a few microseconds when its workers spin, ~1 ms when they sleep).
+PAR_MIN_MACS = 1 << 19
+
+
+@njit(inline="always", **_JIT)
+def _split(n, parts, t, align):
+    """[start, stop) of part t when [0, n) is cut into `parts` near-equal runs whose
+    boundaries are multiples of `align`."""
+    units = (n + align - 1) // align
+    return min(n, units * t // parts * align), min(n, units * (t + 1) // parts * align)
+
+
+@njit(parallel=True, **_JIT)
+def _sgemm_par(af, m, k, bpf, npan, biasf, act, cf, ldc, nt):
+    """``_sgemm_block`` over `nt` threads: contiguous runs of panels when there are at least
+    2 per thread (A is shared, each thread streams its own part of B), else runs of rows
+    (multiples of 12; B is shared)."""
+    by_panels = npan >= 2 * nt
+    for t in prange(nt):
+        if by_panels:
+            p0, p1 = _split(npan, nt, t, 1)
+            _sgemm_block(af, k, bpf, biasf, act, cf, ldc, 0, m, p0, p1)
+        else:
+            r0, r1 = _split(m, nt, t, 12)
+            _sgemm_block(af, k, bpf, biasf, act, cf, ldc, r0, r1, 0, npan)
+
+
+@njit(**_JIT)
 def sgemm_packed(a, bp, n, bias, act):
     """act(a @ b + bias) -> new (M, n) float32 array, with bp = pack_b(b).
 
     a: (M, K) float32 (copied if not C-contiguous); bias: (n,) float32 or None;
-    act: 0 identity, 1 relu.
+    act: 0 identity, 1 relu.  Uses ``numba.get_num_threads()`` threads when the product has
+    at least PAR_MIN_MACS multiply-adds and can be split (panels, or rows of 12).
     """
     m, k = a.shape
     npan = bp.shape[0]
@@ -844,32 +923,12 @@ def sgemm_packed(a, bp, n, bias, act):
             for j in range(ldc):
                 v = biasf[j]
                 c[i, j] = 0.0 if (act == 1 and v < 0.0) else v
-    nkb = (k + KCMAX - 1) // KCMAX
-    kcs = (k + nkb - 1) // nkb if k > 0 else 1
-    nblk = max(1, L2_PANEL_BYTES // (kcs * NR * 4))
-    mmain = m // 12 * 12
-    for k0 in range(0, k, kcs):
-        kc = min(kcs, k - k0)
-        first = k0 == 0
-        last = k0 + kc == k
-        for j0 in range(0, npan, nblk):
-            nj = min(npan, j0 + nblk) - j0
-            boff = (j0 * k + k0) * NR
-            for i0 in range(0, mmain, 12):
-                _k12(af, i0 * k + k0, k, bpf, boff, k * NR, nj, kc,
-                    cf, i0 * ldc + j0 * NR, ldc, first, last, biasf, j0 * NR, act)
-            i0 = mmain
-            if m - i0 >= 8:
-                _k8(af, i0 * k + k0, k, bpf, boff, k * NR, nj, kc,
-                    cf, i0 * ldc + j0 * NR, ldc, first, last, biasf, j0 * NR, act)
-                i0 += 8
-            if m - i0 >= 4:
-                _k4(af, i0 * k + k0, k, bpf, boff, k * NR, nj, kc,
-                    cf, i0 * ldc + j0 * NR, ldc, first, last, biasf, j0 * NR, act)
-                i0 += 4
-            for i in range(i0, m):
-                _k1(af, i * k + k0, k, bpf, boff, k * NR, nj, kc,
-                    cf, i * ldc + j0 * NR, ldc, first, last, biasf, j0 * NR, act)
+    nt = num_threads()
+    if (nt > 1 and m * k * ldc >= PAR_MIN_MACS
+            and (npan >= 2 * nt or m >= 12 * nt)):
+        _sgemm_par(af, m, k, bpf, npan, biasf, act, cf, ldc, nt)
+    else:
+        _sgemm_block(af, k, bpf, biasf, act, cf, ldc, 0, m, 0, npan)
     if ldc != n:
         return c[:, :n].copy()
     return c
@@ -1606,15 +1665,91 @@ def _transpose_into(src, dst):
 
 
 @njit(**_JIT)
+def _small_panels(xf, xo, c, hw, wpf, p0, p1, yt, ldt):
+    """Y^T[:, panels p0..p1) (into scratch yt, pitch ldt) = X^T @ W^T for the image at xo:
+    X^T's elements broadcast straight from X (k stride H*W) by the ``_ck*`` kernels, packed
+    W swept in L2-sized column blocks as ``sgemm_packed`` does."""
+    nkb = (c + CONV_KC_SMALL - 1) // CONV_KC_SMALL
+    kcs = (c + nkb - 1) // nkb
+    nblk = max(1, L2_PANEL_BYTES // (kcs * NR * 4))
+    for k0 in range(0, c, kcs):
+        kc = min(kcs, c - k0)
+        first = k0 == 0
+        for j0 in range(p0, p1, nblk):
+            nj = min(p1, j0 + nblk) - j0
+            bo = (j0 * c + k0) * NR
+            ao = xo + k0 * hw
+            co = j0 * NR
+            i = 0
+            while hw - i >= 12:
+                _ck12(xf, ao + i, hw, wpf, bo, NR, c * NR, nj * NR, kc, yt, co + i * ldt,
+                      ldt, first, False, wpf, 0, 0)
+                i += 12
+            if hw - i >= 8:
+                _ck8(xf, ao + i, hw, wpf, bo, NR, c * NR, nj * NR, kc, yt, co + i * ldt,
+                     ldt, first, False, wpf, 0, 0)
+                i += 8
+            if hw - i >= 4:
+                _ck4(xf, ao + i, hw, wpf, bo, NR, c * NR, nj * NR, kc, yt, co + i * ldt,
+                     ldt, first, False, wpf, 0, 0)
+                i += 4
+            while i < hw:
+                _ck1(xf, ao + i, hw, wpf, bo, NR, c * NR, nj * NR, kc, yt, co + i * ldt,
+                     ldt, first, False, wpf, 0, 0)
+                i += 1
+
+
+@njit(**_JIT)
+def _small_store(yt, ldt, hw, biasf, act, yf, yo, has_res, r0, r1):
+    """Output rows [r0, r1) of one image: y[r, j] = act(Y^T[j, r] + bias[r] (+ y[r, j]))."""
+    for q0 in range(r0, r1, 16):
+        q1 = min(r1, q0 + 16)
+        for j in range(hw):
+            for r in range(q0, q1):
+                v = yt[j * ldt + r] + biasf[r]
+                if has_res:
+                    v += yf[yo + r * hw + j]
+                yf[yo + r * hw + j] = 0.0 if (act == 1 and v < 0.0) else v
+
+
+@njit(**_JIT)
+def _small_product(xf, xo, c, hw, wpf, m, p0, p1, xt, zbias, yt, ldt):
+    """Panels [p0, p1) of one image's transposed product (see ``_conv1x1_small``)."""
+    if m > c:
+        _sgemm_block(xt.ravel(), c, wpf, zbias, 0, yt, ldt, 0, hw, p0, p1)
+    else:
+        _small_panels(xf, xo, c, hw, wpf, p0, p1, yt, ldt)
+
+
+@njit(parallel=True, **_JIT)
+def _conv1x1_small_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbias, yt, nt):
+    """``_conv1x1_small`` on `nt` threads: per image, the panels of W and then the output
+    rows are cut into `nt` runs."""
+    nimg = xf.size // (c * hw)
+    ldt = npan * NR
+    for img in range(nimg):
+        xo = img * c * hw
+        if m > c:
+            _transpose_into(xf[xo:xo + c * hw].reshape(c, hw), xt)
+        for t in prange(nt):
+            p0, p1 = _split(npan, nt, t, 1)
+            _small_product(xf, xo, c, hw, wpf, m, p0, p1, xt, zbias, yt, ldt)
+        for t in prange(nt):
+            r0, r1 = _split(m, nt, t, 16)
+            _small_store(yt, ldt, hw, biasf, act, yf, img * m * hw, has_res, r0, r1)
+
+
+@njit(**_JIT)
 def _conv1x1_small(xf, c, hw, wp, m, biasf, act, yf, has_res):
     """Small H*W (7x7; 14x14 when M <= C): per image the transposed product
     Y^T (HW, M) = X^T @ W^T into a scratch, the vectors running along M (no ragged
     49-of-64-lane tiles), then one transposing pass adds bias and the residual already in yf
     and applies act.
 
-    M > C: X^T is copied (small) and ``sgemm_packed`` runs on it.  Else X^T's elements are
-    broadcast straight from X (k stride H*W) by the ``_ck*`` kernels, sweeping packed W in
-    L2-sized column blocks as ``sgemm_packed`` does.
+    M > C: X^T is copied (small) and the ``sgemm_packed`` kernels run on it.  Else X^T's
+    elements are broadcast straight from X (``_small_panels``).  With several threads (and
+    at least PAR_MIN_MACS of work, 2 panels per thread) ``_conv1x1_small_par`` splits both
+    passes.
     """
     nimg = xf.size // (c * hw)
     npan = wp.shape[0]
@@ -1622,48 +1757,67 @@ def _conv1x1_small(xf, c, hw, wp, m, biasf, act, yf, has_res):
     ldt = npan * NR
     yt = np.empty(hw * ldt, np.float32)
     xt = np.empty((hw, c) if m > c else (0, 0), np.float32)
-    nkb = (c + CONV_KC_SMALL - 1) // CONV_KC_SMALL
-    kcs = (c + nkb - 1) // nkb
-    nblk = max(1, L2_PANEL_BYTES // (kcs * NR * 4))
+    zbias = np.zeros(ldt, np.float32)
+    nt = num_threads()
+    if nt > 1 and npan >= 2 * nt and m * c * hw * nimg >= PAR_MIN_MACS:
+        _conv1x1_small_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbias, yt, nt)
+        return
     for img in range(nimg):
         xo = img * c * hw
         if m > c:
             _transpose_into(xf[xo:xo + c * hw].reshape(c, hw), xt)
-            yt = sgemm_packed(xt, wp, ldt, None, 0).ravel()
-        for k0 in range(0, c if m <= c else 0, kcs):
-            kc = min(kcs, c - k0)
-            first = k0 == 0
-            for j0 in range(0, npan, nblk):
-                nj = min(npan, j0 + nblk) - j0
-                bo = (j0 * c + k0) * NR
-                ao = xo + k0 * hw
-                co = j0 * NR
-                i = 0
-                while hw - i >= 12:
-                    _ck12(xf, ao + i, hw, wpf, bo, NR, c * NR, nj * NR, kc, yt, co + i * ldt,
-                          ldt, first, False, biasf, 0, 0)
+        _small_product(xf, xo, c, hw, wpf, m, 0, npan, xt, zbias, yt, ldt)
+        _small_store(yt, ldt, hw, biasf, act, yf, img * m * hw, has_res, 0, m)
+
+
+@njit(**_JIT)
+def _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, col0, col1):
+    """Columns [col0, col1) of image img of ``conv1x1_packed``'s streamed product: K blocks
+    of CONV_KC channels, L2-sized column blocks, then the 32-channel panels of packed W."""
+    xo = img * c * hw
+    yo = img * m * hw
+    nkb = (c + CONV_KC - 1) // CONV_KC
+    kcs = (c + nkb - 1) // nkb
+    nb = max(NR, CONV_L2_BYTES // (kcs * 4) // NR * NR)
+    for k0 in range(0, c, kcs):
+        kc = min(kcs, c - k0)
+        first = k0 == 0 and not has_res
+        last = k0 + kc == c
+        for j0 in range(col0, col1, nb):
+            ncols = min(nb, col1 - j0)
+            bo = xo + k0 * hw + j0
+            for p in range(npan):
+                r0 = p * NR
+                rend = min(m, r0 + NR)
+                i = r0
+                ao = (p * c + k0) * NR - r0
+                while rend - i >= 12:
+                    _ck12(wpf, ao + i, NR, xf, bo, hw, NR, ncols, kc, yf,
+                          yo + i * hw + j0, hw, first, last, biasf, i, act)
                     i += 12
-                if hw - i >= 8:
-                    _ck8(xf, ao + i, hw, wpf, bo, NR, c * NR, nj * NR, kc, yt, co + i * ldt,
-                         ldt, first, False, biasf, 0, 0)
+                if rend - i >= 8:
+                    _ck8(wpf, ao + i, NR, xf, bo, hw, NR, ncols, kc, yf,
+                         yo + i * hw + j0, hw, first, last, biasf, i, act)
                     i += 8
-                if hw - i >= 4:
-                    _ck4(xf, ao + i, hw, wpf, bo, NR, c * NR, nj * NR, kc, yt, co + i * ldt,
-                         ldt, first, False, biasf, 0, 0)
+                if rend - i >= 4:
+                    _ck4(wpf, ao + i, NR, xf, bo, hw, NR, ncols, kc, yf,
+                         yo + i * hw + j0, hw, first, last, biasf, i, act)
                     i += 4
-                while i < hw:
-                    _ck1(xf, ao + i, hw, wpf, bo, NR, c * NR, nj * NR, kc, yt, co + i * ldt,
-                         ldt, first, False, biasf, 0, 0)
+                while i < rend:
+                    _ck1(wpf, ao + i, NR, xf, bo, hw, NR, ncols, kc, yf,
+                         yo + i * hw + j0, hw, first, last, biasf, i, act)
                     i += 1
-        yo = img * m * hw
-        for r0 in range(0, m, 16):
-            r1 = min(m, r0 + 16)
-            for j in range(hw):
-                for r in range(r0, r1):
-                    v = yt[j * ldt + r] + biasf[r]
-                    if has_res:
-                        v += yf[yo + r * hw + j]
-                    yf[yo + r * hw + j] = 0.0 if (act == 1 and v < 0.0) else v
+
+
+@njit(parallel=True, **_JIT)
+def _conv1x1_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, nimg, nt):
+    """``_conv1x1_cols`` on `nt` threads: each image's columns cut into `nt` runs (multiples
+    of 32 columns, so only the last run has a ragged tile)."""
+    for u in prange(nimg * nt):
+        img, t = u // nt, u % nt
+        col0, col1 = _split(hw, nt, t, NR)
+        if col1 > col0:
+            _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, col0, col1)
 
 
 @njit(**_JIT)
@@ -1700,38 +1854,10 @@ def conv1x1_packed(x, wp, m, bias, act, res):
     if hw <= CONV_SMALL_HW or (hw <= CONV_MID_HW and m <= c):
         _conv1x1_small(xf, c, hw, wp, m, biasf, act, yf, has_res)
         return y
-    nkb = (c + CONV_KC - 1) // CONV_KC
-    kcs = (c + nkb - 1) // nkb
-    nb = max(NR, CONV_L2_BYTES // (kcs * 4) // NR * NR)
-    for img in range(nimg):
-        xo = img * c * hw
-        yo = img * m * hw
-        for k0 in range(0, c, kcs):
-            kc = min(kcs, c - k0)
-            first = k0 == 0 and not has_res
-            last = k0 + kc == c
-            for j0 in range(0, hw, nb):
-                ncols = min(nb, hw - j0)
-                bo = xo + k0 * hw + j0
-                for p in range(npan):
-                    r0 = p * NR
-                    rend = min(m, r0 + NR)
-                    i = r0
-                    ao = (p * c + k0) * NR - r0
-                    while rend - i >= 12:
-                        _ck12(wpf, ao + i, NR, xf, bo, hw, NR, ncols, kc, yf,
-                              yo + i * hw + j0, hw, first, last, biasf, i, act)
-                        i += 12
-                    if rend - i >= 8:
-                        _ck8(wpf, ao + i, NR, xf, bo, hw, NR, ncols, kc, yf,
-                             yo + i * hw + j0, hw, first, last, biasf, i, act)
-                        i += 8
-                    if rend - i >= 4:
-                        _ck4(wpf, ao + i, NR, xf, bo, hw, NR, ncols, kc, yf,
-                             yo + i * hw + j0, hw, first, last, biasf, i, act)
-                        i += 4
-                    while i < rend:
-                        _ck1(wpf, ao + i, NR, xf, bo, hw, NR, ncols, kc, yf,
-                             yo + i * hw + j0, hw, first, last, biasf, i, act)
-                        i += 1
+    nt = num_threads()
+    if nt > 1 and m * c * hw * nimg >= PAR_MIN_MACS:
+        _conv1x1_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, nimg, nt)
+    else:
+        for img in range(nimg):
+            _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, 0, hw)
     return y
