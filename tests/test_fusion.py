@@ -168,3 +168,23 @@ def test_bias_and_relu_fuse_into_matmul(bias_shape, relu, a_shape):
     from onnxjit.kernels.sgemm import has_avx512
     packed = int(np.prod(a_shape[:-1])) >= 4 and has_avx512()   # (2, 3, 4): 6 rows of A
     assert ("__k_sgemm.sgemm_packed(" in rep.source()) == packed
+
+
+def test_transformer_attention_reads_heads_in_place():
+    """transformer_block's attention: Q, K^T and V head views and the merge of the heads are read
+    and written by strides (no transposed copies), the 1/sqrt(d) scale runs inside the Softmax."""
+    from onnxjit import models
+    from onnxjit.kernels.sgemm import has_avx512
+    if not has_avx512():
+        pytest.skip("the bmm / softmax_f32 kernels are used on AVX-512 CPUs only")
+    model = models.transformer_block()
+    model.ir_version = 10
+    rep = backend.prepare(model)
+    src = rep.source()
+    assert "__np.transpose(" not in src
+    assert src.count("__k_bmm.bmm(") == 2
+    assert "__k_matmul.matmul3(" not in src
+    assert "softmax_f32(" in src and "), 0.125).reshape" in src
+    x = np.random.default_rng(0).standard_normal((1, 128, 256)).astype(np.float32)
+    np.testing.assert_allclose(rep.run([x])[0], ReferenceEvaluator(model).run(None, {"x": x})[0],
+                               rtol=1e-4, atol=1e-4)

@@ -8,13 +8,21 @@ taken. Arithmetic stays in the input's float type, as onnx's reference does.
 Speed: row loops are written so LLVM vectorizes them without fast-math: reductions keep eight
 partial results (numpy's pairwise sum does the same within a block), and float32 exp is a
 branch-free polynomial (this Numba has no SVML, so math.exp would be a scalar libm call).
+float32 Softmax along contiguous rows on AVX-512 machines goes further (``softmax_f32``): the
+same exp polynomial written as explicit <16 x float> IR (LLVM's auto-vectoriser stays at 256 bits
+and spills around the polynomial), about 3.5x faster than the auto-vectorised row loop.
 """
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
+from .sgemm import (_VEC, _I32, _elem_ptr, _lane_mask, _splat, _vadd, _vload, _vstore, _vstorem,
+                    _vzero, f32x16)
+
 _JIT = dict(cache=True, error_model="numpy")
+_F32_1D = types.Array(types.float32, 1, "C")
 
 
 @intrinsic
@@ -132,6 +140,201 @@ def _softmax_rows(x):
     return out
 
 
+# ----------------------------------------------------------------------------------------
+# float32 softmax on <16 x float> vectors (AVX-512; see sgemm.py for the vector type)
+# ----------------------------------------------------------------------------------------
+
+
+def _vconst(value):
+    """A <16 x float> constant (value rounded to float32 first)."""
+    return ir.Constant(_VEC, [float(np.float32(value))] * 16)
+
+
+def _vintrinsic(builder, name, *args):
+    """Call the LLVM vector intrinsic `name` (all operands and the result <16 x float>)."""
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(_VEC, [_VEC] * len(args)), name)
+    return builder.call(fn, list(args))
+
+
+def _exp_nonpos_ir(builder, x):
+    """IR of exp on 16 lanes for x <= 0 or NaN (all softmax sees after subtracting the maximum).
+
+    ``expf``'s Cephes reduction and polynomial with fused multiply-adds; n = round(x / ln2) comes
+    from the 1.5 * 2**23 trick (z = x * log2(e) + 1.5 * 2**23 holds n in its low mantissa bits, so
+    2**n is one integer add and shift of z's bits: no float->int conversion, whose NaN result
+    LLVM leaves undefined).  exp(x < -87.34) = 0 as in ``expf``; a NaN propagates through the
+    arithmetic (NaN times any 2**n is NaN).  Max relative error 7.5e-8 (measured on [-87, 0]).
+    """
+    vi32 = ir.VectorType(_I32, 16)
+
+    def fma(a, b, c):
+        return _vintrinsic(builder, "llvm.fma.v16f32", a, b, c)
+
+    lo = _vconst(-87.33654)
+    under = builder.fcmp_ordered("<", x, lo)
+    t = builder.select(under, lo, x)           # n >= -126: 2**n is a normal float
+    magic = _vconst(12582912.0)
+    z = fma(t, _vconst(1.44269504088896341), magic)
+    n = builder.fsub(z, magic)
+    r = fma(n, _vconst(2.12194440e-4), fma(n, _vconst(-0.693359375), t))
+    p = _vconst(1.9875691500e-4)
+    for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
+              5.0000001201e-1):
+        p = fma(p, r, _vconst(c))
+    y = fma(fma(p, r, _vconst(1.0)), r, _vconst(1.0))   # 1 + r + r**2 p(r)
+    # bits(z) - bits(1.5 * 2**23) = n; (n + 127) << 23 are the bits of 2**n
+    bits = builder.add(builder.bitcast(z, vi32), ir.Constant(vi32, [127 - 0x4B400000] * 16))
+    two_n = builder.bitcast(builder.shl(bits, ir.Constant(vi32, [23] * 16)), _VEC)
+    return builder.select(under, _vconst(0.0), builder.fmul(y, two_n))
+
+
+@intrinsic
+def _vexp_nonpos(typingctx, x):
+    """exp of each lane, for lanes <= 0 or NaN (see _exp_nonpos_ir)."""
+    def codegen(context, builder, sig, args):
+        return _exp_nonpos_ir(builder, args[0])
+    return f32x16(f32x16), codegen
+
+
+@intrinsic
+def _vsplat(typingctx, x):
+    """A float32 scalar in all 16 lanes."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return _splat(builder, args[0])
+    return f32x16(types.float32), codegen
+
+
+@intrinsic
+def _vmul(typingctx, a, b):
+    """a * b."""
+    def codegen(context, builder, sig, args):
+        return builder.fmul(args[0], args[1])
+    return f32x16(f32x16, f32x16), codegen
+
+
+@intrinsic
+def _vsub(typingctx, a, b):
+    """a - b."""
+    def codegen(context, builder, sig, args):
+        return builder.fsub(args[0], args[1])
+    return f32x16(f32x16, f32x16), codegen
+
+
+@intrinsic
+def _vmax(typingctx, a, b):
+    """a > b ? a : b per lane: a NaN in `a` leaves b (so a running maximum ignores NaNs)."""
+    def codegen(context, builder, sig, args):
+        return builder.select(builder.fcmp_ordered(">", args[0], args[1]), args[0], args[1])
+    return f32x16(f32x16, f32x16), codegen
+
+
+@intrinsic
+def _vload_fill(typingctx, a, i, cnt, fill):
+    """a[i:i+cnt] in the first cnt lanes (cnt <= 16), `fill` in the others; lanes past cnt are
+    never read (llvm.masked.load), so a[i+cnt:i+16] may lie past the end of a."""
+    if a != _F32_1D or fill != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        p = _elem_ptr(context, builder, sig.args[0], args[0], args[1])
+        m = _lane_mask(builder, args[2])
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(_VEC, [_VEC.as_pointer(), _I32, m.type, _VEC]),
+            "llvm.masked.load.v16f32.p0")
+        return builder.call(fn, [builder.bitcast(p, _VEC.as_pointer()), _I32(4), m,
+                                 _splat(builder, args[3])])
+    return f32x16(a, types.intp, types.intp, types.float32), codegen
+
+
+@intrinsic
+def _vtail(typingctx, v, cnt, fill):
+    """v with the lanes from cnt on set to `fill`."""
+    if fill != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.select(_lane_mask(builder, args[1]), args[0], _splat(builder, args[2]))
+    return f32x16(f32x16, types.intp, types.float32), codegen
+
+
+def _reduce_ir(builder, v, combine):
+    """Tree reduction of the 16 lanes of v with combine(builder, lo, hi) -> scalar."""
+    width, undef = 16, ir.Constant(v.type, ir.Undefined)
+    while width > 1:
+        half = width // 2
+        lo = builder.shuffle_vector(v, undef, ir.Constant(ir.VectorType(_I32, half),
+                                                          list(range(half))))
+        hi = builder.shuffle_vector(v, undef, ir.Constant(ir.VectorType(_I32, half),
+                                                          list(range(half, width))))
+        v, width, undef = combine(builder, lo, hi), half, ir.Constant(lo.type, ir.Undefined)
+    return builder.extract_element(v, _I32(0))
+
+
+@intrinsic
+def _vhmax(typingctx, v):
+    """Largest lane (a NaN lane is skipped unless it is compared last: callers keep NaNs out)."""
+    def codegen(context, builder, sig, args):
+        return _reduce_ir(builder, args[0], lambda b, x, y: b.select(
+            b.fcmp_ordered(">", x, y), x, y))
+    return types.float32(f32x16), codegen
+
+
+@intrinsic
+def _vhsum(typingctx, v):
+    """Sum of the lanes (pairwise)."""
+    def codegen(context, builder, sig, args):
+        return _reduce_ir(builder, args[0], lambda b, x, y: b.fadd(x, y))
+    return types.float32(f32x16), codegen
+
+
+@njit(**_JIT)
+def softmax_f32(x, scale):
+    """Softmax of each row of a float32 (rows, n) array, of (x * scale) rather than x when a
+    constant scale was folded in (rounded to float32 exactly as a separate Mul would).
+
+    Explicit 512-bit vectors: only for CPUs with AVX-512 (sgemm.has_avx512()); about 3.5x the
+    speed of ``softmax`` on 128-wide rows.  Semantics as ``softmax``: the maximum ignores NaNs (a
+    NaN then makes its row NaN through exp), a row whose maximum is -inf or +inf gives NaNs (as
+    inf - inf does in the reference); the sum of exps is taken once and its reciprocal
+    multiplies (as ONNX Runtime does).
+    """
+    rows, n = x.shape
+    xf = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(rows * n, np.float32)
+    s = _vsplat(np.float32(scale))
+    ninf, zero = np.float32(-np.inf), np.float32(0)
+    tail = n % 16
+    full = n - tail
+    for r in range(rows):
+        base = r * n
+        acc = _vsplat(ninf)
+        for j in range(base, base + full, 16):
+            acc = _vmax(_vmul(_vload(xf, j), s), acc)
+        if tail:
+            v = _vmul(_vload_fill(xf, base + full, tail, zero), s)
+            acc = _vmax(_vtail(v, tail, ninf), acc)   # fill after scaling: -inf * -s = +inf
+        m = _vsplat(_vhmax(acc))
+        tot = _vzero()
+        for j in range(base, base + full, 16):
+            e = _vexp_nonpos(_vsub(_vmul(_vload(xf, j), s), m))
+            _vstore(out, j, e)
+            tot = _vadd(tot, e)
+        if tail:
+            e = _vexp_nonpos(_vsub(_vmul(_vload_fill(xf, base + full, tail, zero), s), m))
+            _vstorem(out, base + full, e, tail)
+            tot = _vadd(tot, _vtail(e, tail, zero))
+        inv = _vsplat(np.float32(1) / _vhsum(tot))
+        for j in range(base, base + full, 16):
+            _vstore(out, j, _vmul(_vload(out, j), inv))
+        if tail:
+            _vstorem(out, base + full, _vmul(_vload_fill(out, base + full, tail, zero), inv), tail)
+    return out.reshape((rows, n))
+
+
 @njit(**_JIT)
 def log_softmax(x):
     """LogSoftmax along axis 1 of (outer, n, inner): x - max - log(sum(exp(x - max)))."""
@@ -217,7 +420,27 @@ def _mean_var(x, r, acc):
 def layer_norm(x, scale, bias, eps):
     """Rows of x (rows, cols) normalized, times scale (cols,), plus bias (cols,) or None.
 
-    Returns (y, mean (rows,), inv_std_dev (rows,))."""
+    Returns (y, mean (rows,), inv_std_dev (rows,)).  float32 runs on explicit <16 x float>
+    vectors (``_layer_norm_f32``, ~4x faster), other types on the auto-vectorised loops."""
+    return _layer_norm_impl(x, scale, bias, eps)
+
+
+def _layer_norm_impl(x, scale, bias, eps):
+    """Typing-time choice between _layer_norm_f32 and _layer_norm_any."""
+    raise NotImplementedError
+
+
+@overload(_layer_norm_impl)
+def _layer_norm_impl_ov(x, scale, bias, eps):
+    if (x.dtype == types.float32 and scale.dtype == types.float32
+            and (bias is None or isinstance(bias, types.NoneType) or bias.dtype == types.float32)):
+        return lambda x, scale, bias, eps: _layer_norm_f32(x, scale, bias, eps)
+    return lambda x, scale, bias, eps: _layer_norm_any(x, scale, bias, eps)
+
+
+@njit(**_JIT)
+def _layer_norm_any(x, scale, bias, eps):
+    """layer_norm for any float type: two passes for mean and variance, then the output pass."""
     rows, cols = x.shape
     y = np.empty_like(x)
     means, invs = np.empty(rows, x.dtype), np.empty(rows, x.dtype)
@@ -233,6 +456,50 @@ def layer_norm(x, scale, bias, eps):
             for j in range(cols):
                 y[r, j] = (x[r, j] - mean) * inv * scale[j] + bias[j]
     return y, means, invs
+
+
+@njit(**_JIT)
+def _layer_norm_f32(x, scale, bias, eps):
+    """float32 layer_norm on 16-lane vectors: the same three passes per row (sum, sum of squared
+    deviations, output) and the same operations in float32 (lane-wise partial sums then a
+    pairwise reduction, as ``_row_sum``)."""
+    rows, cols = x.shape
+    xf = np.ascontiguousarray(x).reshape(-1)
+    sf = np.ascontiguousarray(scale).reshape(-1)
+    bf = np.zeros(cols, np.float32) if bias is None else np.ascontiguousarray(bias).reshape(-1)
+    y = np.empty(rows * cols, np.float32)
+    means, invs = np.empty(rows, np.float32), np.empty(rows, np.float32)
+    tail = cols % 16
+    full = cols - tail
+    zero, n = np.float32(0), np.float32(cols)
+    for r in range(rows):
+        base = r * cols
+        acc = _vzero()
+        for j in range(0, full, 16):
+            acc = _vadd(acc, _vload(xf, base + j))
+        if tail:
+            acc = _vadd(acc, _vload_fill(xf, base + full, tail, zero))
+        mean = _vhsum(acc) / n
+        m = _vsplat(mean)
+        acc = _vzero()
+        for j in range(0, full, 16):
+            d = _vsub(_vload(xf, base + j), m)
+            acc = _vadd(acc, _vmul(d, d))
+        if tail:
+            d = _vsub(_vload_fill(xf, base + full, tail, zero), m)
+            acc = _vadd(acc, _vtail(_vmul(d, d), tail, zero))
+        var = _vhsum(acc) / n
+        inv = np.float32(1) / np.sqrt(var + np.float32(eps))
+        means[r], invs[r] = mean, inv
+        iv = _vsplat(inv)
+        for j in range(0, full, 16):
+            d = _vmul(_vmul(_vsub(_vload(xf, base + j), m), iv), _vload(sf, j))
+            _vstore(y, base + j, _vadd(d, _vload(bf, j)))
+        if tail:
+            d = _vmul(_vmul(_vsub(_vload_fill(xf, base + full, tail, zero), m), iv),
+                      _vload_fill(sf, full, tail, zero))
+            _vstorem(y, base + full, _vadd(d, _vload_fill(bf, full, tail, zero)), tail)
+    return y.reshape((rows, cols)), means, invs
 
 
 @njit(**_JIT)

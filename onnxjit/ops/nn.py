@@ -1,9 +1,11 @@
 """Neural-network ops lowered to library kernels: Conv, ConvTranspose, pools, LRN, MatMul, Gemm."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from ..ir import const_value
+from ..ir import Value, const_value
 from ..kernels import sgemm, shapes, winograd
 from ..source import lit
 from ..registry import peephole, register
@@ -289,7 +291,7 @@ def MatMul(ctx, a, b):
     lhs = _matmul_operand(ctx, plan.a_pre, plan.a_full, plan.a3).format("{0}")
     rhs = _matmul_operand(ctx, plan.b_pre, plan.b_full, plan.b3).format("{1}")
     meta = {"kind": "matmul", "operands": (lhs, rhs), "out": plan.out, "bias": False, "act": 0,
-            "packed": None}
+            "packed": None, "bmm": None, "scale": 1.0}
     rows = int(np.prod(a.shape[:-1])) if a.rank >= 2 else 1
     if (a.dtype == np.float32 and b.is_const and b.rank == 2 and rows >= PACKED_MIN_ROWS
             and sgemm.has_avx512()):
@@ -297,14 +299,108 @@ def MatMul(ctx, a, b):
         # (level with ORT's MLAS, 1.2-1.5x OpenBLAS on inference shapes).
         meta["packed"] = (rows, b.shape[0], b.shape[1])
         b = ctx.constant(sgemm.pack_b(b.const))
+    elif _use_bmm(a, b):
+        return _lower_bmm(ctx, a, b, meta)
     return ctx.call(_matmul_expr(meta), a, b, shape=plan.out, dtype=a.dtype, meta=meta)
 
 
 # Below this many rows of A the packed GEMM is memory-bound and OpenBLAS is as fast.
 PACKED_MIN_ROWS = 4
+# Run-time operands go through kernels/bmm.py (B packed per call) from this many rows and
+# columns on; below, packing B costs about as much as the product and BLAS is as fast.
+BMM_MIN_ROWS, BMM_MIN_COLS = 8, 16
+# A Transpose as movement.transpose writes it: a contiguous copy that bmm can read by strides.
+_TRANSPOSE_EXPR = re.compile(r"__np\.ascontiguousarray\(__np\.transpose\(\{0\}, \(([0-9, ]*)\)\)\)")
+
+
+def _use_bmm(a, b):
+    """float32 MatMul of run-time operands on AVX-512: onnxjit's batched GEMM (``bmm``)."""
+    m = a.shape[-2] if a.rank >= 2 else 1
+    n = b.shape[-1] if b.rank >= 2 else 1
+    return (a.dtype == np.float32 and m >= BMM_MIN_ROWS and n >= BMM_MIN_COLS
+            and a.shape[-1] > 0 and a.size > 0 and b.size > 0 and sgemm.has_avx512())
+
+
+def _c_strides(shape):
+    """Element strides of a C-contiguous array of `shape`."""
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= int(d)
+    return strides[::-1]
+
+
+def _transposed_source(ctx, v):
+    """(step, source, perm) when `v` is a Transpose's copy that only this MatMul reads: the
+    MatMul can read `source` through permuted strides and the copy is dropped; else None."""
+    step = v.producer
+    if step is None or step.kind != "call" or len(step.outs) != 1 or ctx.uses(v) != 1:
+        return None
+    match = _TRANSPOSE_EXPR.fullmatch(step.expr)
+    if match is None:
+        return None
+    return step, step.inputs[0], tuple(int(p) for p in match.group(1).split(",") if p.strip())
+
+
+def _batch_layout(shape, strides, batch):
+    """Element offsets (one per batch index, C order over `batch`) of an operand whose batch dims
+    `shape` (right-aligned to `batch`, size-1 dims broadcast) have element `strides`."""
+    offs = np.zeros(tuple(batch), np.int64)
+    pad = len(batch) - len(shape)
+    for d, (size, stride) in enumerate(zip(shape, strides)):
+        if size != 1:
+            view = [1] * len(batch)
+            view[pad + d] = size
+            offs = offs + np.arange(size, dtype=np.int64).reshape(view) * stride
+    return offs.reshape(-1)
+
+
+def _operand_strides(ctx, v):
+    """(Value to read, its logical element strides, transpose step to drop or None) for a
+    MatMul operand: through a sole-reader Transpose's source when there is one."""
+    found = _transposed_source(ctx, v)
+    if found is None:
+        return v, _c_strides(v.shape), None
+    step, src, perm = found
+    src_strides = _c_strides(src.shape)
+    return src, [src_strides[p] for p in perm], step
+
+
+def _lower_bmm(ctx, a, b, meta):
+    """MatMul through ``__k_bmm.bmm``: both operands read in place by offsets and strides
+    (a Transpose feeding only this MatMul is read through its source, and its copy dropped),
+    numpy-matmul promotion and batch broadcasting included."""
+    a_src, a_st, a_step = _operand_strides(ctx, a)
+    b_src, b_st, b_step = _operand_strides(ctx, b)
+    a_shape, b_shape = list(a.shape), list(b.shape)
+    if a.rank == 1:      # (k,) -> (1, k)
+        a_shape, a_st = [1] + a_shape, [0] + a_st
+    if b.rank == 1:      # (k,) -> (k, 1)
+        b_shape, b_st = b_shape + [1], b_st + [0]
+    batch = [int(d) for d in np.broadcast_shapes(tuple(a_shape[:-2]), tuple(b_shape[:-2]))]
+    m, k = a_shape[-2:]
+    n = b_shape[-1]
+    aoffs = _batch_layout(a_shape[:-2], a_st[:-2], batch)
+    boffs = _batch_layout(b_shape[:-2], b_st[:-2], batch)
+    count = aoffs.size
+    meta["bmm"] = {"m": m, "k": k, "n": n, "a": (a_st[-2], a_st[-1]), "b": (b_st[-2], b_st[-1]),
+                   "c": None, "size": count * m * n, "a_vec": a.rank == 1, "b_vec": b.rank == 1}
+    for step in (a_step, b_step):
+        if step is not None:
+            ctx.program.steps.remove(step)
+    coffs = np.arange(count, dtype=np.int64) * (m * n)
+    return ctx.call(_matmul_expr(meta), a_src, b_src, ctx.constant(aoffs), ctx.constant(boffs),
+                    ctx.constant(coffs), shape=meta["out"], dtype=a.dtype, meta=meta)
 
 
 def _matmul_expr(meta):
+    if meta["bmm"]:
+        g = meta["bmm"]
+        c = g["c"] or (g["n"], 1)   # None: C-contiguous output; else its (row, column) strides
+        dims = (g["m"], g["k"], g["n"]) + g["a"] + g["b"] + c + (g["size"],)
+        bias = "{5}" if meta["bias"] else "None"
+        return (f"__k_bmm.bmm({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {lit(dims)}, {bias}, "
+                f"{lit(meta['act'])}, {lit(meta['scale'])}).reshape({lit(meta['out'])})")
     if meta["packed"]:
         rows, k, n = meta["packed"]
         bias = "{2}" if meta["bias"] else "None"
@@ -321,9 +417,77 @@ def _matmul_expr(meta):
 def _epilogue_matmul(ctx, x):
     """The float MatMul step making `x`, if an epilogue may fold into it."""
     step = ctx.sole_producer(x, "matmul")
-    if step is None or x.dtype not in (np.float32, np.float64) or step.meta["act"]:
+    if (step is None or x.dtype not in (np.float32, np.float64) or step.meta["act"]
+            or step.meta["scale"] != 1.0):
         return None
+    if step.meta["bmm"] and step.meta["bmm"]["c"] is not None:
+        return None   # written transposed: its last axis may not be the bias's
     return step
+
+
+def _bmm_step(ctx, x):
+    """The ``bmm`` MatMul step making `x` when nothing else reads `x`, else None."""
+    step = ctx.sole_producer(x, "matmul")
+    return step if step is not None and step.meta["bmm"] else None
+
+
+@peephole("Mul")
+def scale_into_matmul(ctx, a, b, **legacy):
+    """bmm MatMul * (constant scalar), e.g. attention's Q @ K^T / sqrt(d): the scale multiplies
+    the product as it is written (rounded as the separate Mul would), or is taken over by a
+    Softmax reading the product (``take_matmul_scale``), which scales its input rows itself."""
+    if legacy:
+        return None
+    for x, c in ((a, b), (b, a)):
+        step = _bmm_step(ctx, x)
+        if (step is None or step.meta["bias"] or step.meta["act"] or step.meta["scale"] != 1.0
+                or not c.is_const or c.dtype != x.dtype or c.size != 1 or c.rank > x.rank):
+            continue
+        step.meta["scale"] = float(c.const.reshape(-1)[0])
+        step.expr = _matmul_expr(step.meta)
+        step.nodes.append(ctx.label)
+        return step.outs[0]
+    return None
+
+
+def take_matmul_scale(ctx, x):
+    """For a reader that can scale its input itself (Softmax): when `x` is a bmm product read only
+    by this node with a constant scale pending (``scale_into_matmul``), the scale is removed from
+    the MatMul and returned; else 1.0."""
+    step = _bmm_step(ctx, x)
+    if step is None or step.meta["scale"] == 1.0:
+        return 1.0
+    scale, step.meta["scale"] = step.meta["scale"], 1.0
+    step.expr = _matmul_expr(step.meta)
+    return scale
+
+
+@peephole("Transpose")
+def transpose_into_matmul(ctx, x, perm=None):
+    """bmm MatMul -> Transpose (attention's heads merged back): the MatMul writes its product
+    straight into the transposed layout (output offsets and strides), so no copy is made."""
+    step = _bmm_step(ctx, x)
+    perm = list(range(x.rank))[::-1] if perm is None else [int(p) for p in perm]
+    if step is None or sorted(perm) != list(range(x.rank)) or step.meta["bmm"]["c"] is not None:
+        return None
+    g = step.meta["bmm"]
+    shape = tuple(x.shape[p] for p in perm)
+    final = _c_strides(shape)
+    strides = [0] * x.rank          # element strides of x's dims in the transposed layout
+    for pos, d in enumerate(perm):
+        strides[d] = final[pos]
+    nb = x.rank - (0 if g["a_vec"] else 1) - (0 if g["b_vec"] else 1)
+    crs = 0 if g["a_vec"] else strides[nb]
+    ccs = 0 if g["b_vec"] else strides[-1]
+    g["c"] = (crs, ccs)
+    step.inputs[4] = ctx.constant(_batch_layout(x.shape[:nb], strides[:nb], x.shape[:nb]))
+    step.meta["out"] = shape
+    step.expr = _matmul_expr(step.meta)
+    step.nodes.append(ctx.label)
+    out = Value(shape, x.dtype, name=ctx.node.output[0])
+    out.producer = step
+    step.outs[0] = out
+    return out
 
 
 @peephole("Add")

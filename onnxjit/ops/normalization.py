@@ -9,7 +9,9 @@ import math
 
 import numpy as np
 
+from ..kernels import sgemm
 from ..registry import register
+from . import nn
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -43,13 +45,39 @@ def _along_axis(ctx, kernel, x, axis, coerce, extra=""):
     return ctx.call(expr, x, shape=s, dtype=x.dtype)
 
 
+def _softmax_rows_f32(ctx, x, axis, coerce):
+    """float32 Softmax over contiguous rows on AVX-512 CPUs: the explicit-vector kernel
+    (``softmax_f32``), which also takes a constant scale left pending on the MatMul before it
+    (scores = Q @ K^T * scale; see ops/nn.py ``scale_into_matmul``).  None when not applicable."""
+    _floats(ctx, x)
+    axis = _axis(ctx, axis, x.rank)
+    s = x.shape
+    n = _prod(s[axis:]) if coerce else s[axis]
+    if x.dtype != np.float32 or x.size == 0 or (not coerce and _prod(s[axis + 1:]) != 1):
+        return None
+    if not sgemm.has_avx512():
+        return None
+    scale = nn.take_matmul_scale(ctx, x)
+    expr = (f"__k_normalization.softmax_f32(__np.ascontiguousarray({{0}}).reshape("
+            f"{ctx.lit((x.size // n, n))}), {ctx.lit(scale)}).reshape({ctx.lit(s)})")
+    return ctx.call(expr, x, shape=s, dtype=x.dtype)
+
+
 def _softmax_family(op_type, kernel):
     @register(op_type, 1)
     def coerced(ctx, x, axis=1):
+        if kernel == "softmax":
+            y = _softmax_rows_f32(ctx, x, axis, coerce=True)
+            if y is not None:
+                return y
         return _along_axis(ctx, kernel, x, axis, coerce=True)
 
     @register(op_type, 13)
     def single_axis(ctx, x, axis=-1):
+        if kernel == "softmax":
+            y = _softmax_rows_f32(ctx, x, axis, coerce=False)
+            if y is not None:
+                return y
         return _along_axis(ctx, kernel, x, axis, coerce=False)
 
     coerced.__name__ = single_axis.__name__ = op_type
