@@ -1,8 +1,10 @@
 """Compile: write generated source to the cache directory, import it, compile it eagerly."""
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
+import inspect
 import os
 import sys
 import tempfile
@@ -60,17 +62,43 @@ def numba_type(value):
     return numba.types.Array(numba.from_dtype(compute_dtype(value.dtype)), len(value.shape), "C")
 
 
-def compile_segments(module, segments):
-    """Compile every njit segment for its argument types now (or load it from Numba's cache);
-    the compiled entry points, in order."""
+def compile_segments(module, segments, params):
+    """Compile every call the entry makes (see emit.Segment) for the types it will see, or load
+    it from Numba's caches; the compiled entry points, in order.
+
+    `params` maps the entry's parameters to Values (C-contiguous arrays); the types of the other
+    variables are the return types of the calls that assign them, so a call reading a library
+    kernel's result from the Python driver is compiled for exactly what that kernel returns.
+    """
+    known = {name: numba_type(v) for name, v in params.items()}
     entries = []
     for seg in segments:
-        dispatcher = getattr(module, seg.name)
-        signature = tuple(numba_type(v) for v in seg.params)
+        dispatcher = _callee(module, seg.name)
+        signature = tuple(known[a] if a in known else numba.typeof(ast.literal_eval(a))
+                          for a in seg.args) + _omitted(dispatcher, len(seg.args))
         if signature not in dispatcher.overloads:   # a module imported before is compiled
             # The same text can serve other argument types (e.g. weights of another dtype);
             # rep.run's fast path disables compiling on entries, so allow it for this call.
             dispatcher.disable_compile(False)
             dispatcher.compile(signature)
-        entries.append(dispatcher.overloads[signature].entry_point)
+        overload = dispatcher.overloads[signature]
+        if seg.targets:
+            result = overload.signature.return_type
+            known.update(zip(seg.targets, result.types if seg.unpack else [result]))
+        entries.append(overload.entry_point)
     return entries
+
+
+def _omitted(dispatcher, given):
+    """The types of the parameters a call with `given` arguments leaves to their defaults, as
+    Numba's dispatcher types them when Python makes the call."""
+    params = list(inspect.signature(dispatcher.py_func).parameters.values())[given:]
+    return tuple(numba.types.Omitted(p.default) for p in params)
+
+
+def _callee(module, source):
+    """The dispatcher `source` ("segment_0", "__k_pool.maxpool") names in `module`."""
+    target = module
+    for part in source.split("."):
+        target = getattr(target, part)
+    return target

@@ -1,6 +1,7 @@
 """Emit: render the planned kernels as a Python module of Numba functions."""
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import math
@@ -14,7 +15,8 @@ from .ir import NARROW_FLOATS, NameTable, compute_dtype
 from .source import LineBuffer, dtype_src, lit, scalar_lit, template
 
 # Above this many statements the entry is split into njit segments driven from Python:
-# Numba's compile time grows with the length of one function (DESIGN.md, "Emit").
+# Numba's compile time grows with the length of one function (DESIGN.md, "Emit"). The driver then
+# calls library kernels itself (see `library_call`).
 MAX_SEGMENT_STATEMENTS = 40
 # Fused loops this large run their outer loop with prange (Numba's threads; one thread when
 # numba.set_num_threads(1)): below it, waking the thread pool costs more than it saves.
@@ -29,10 +31,25 @@ FUSED_FASTMATH = '{"arcp", "contract"}'
 
 @dataclass
 class Segment:
-    """An njit function of the entry: its name and the Values it takes and returns."""
-    name: str
-    params: list
-    returns: list
+    """One compiled call of the entry, in order: the whole entry, an njit segment, or a library
+    kernel the Python driver calls. compile.compile_segments compiles each for the types it
+    will see, following result types from the calls that make them to the calls that read them."""
+    name: str        # source of the callee: "run_graph", "segment_0", "__k_pool.maxpool"
+    args: list       # argument sources: entry parameters, earlier targets or Python literals
+    targets: list = field(default_factory=list)   # the variables it assigns
+    unpack: bool = True                           # targets unpack a returned tuple
+
+
+@dataclass
+class Statement:
+    """One statement of the entry: the variables it defines and uses, its source lines, and
+    for a call of a fused kernel or a plain library call (see `library_call`) its
+    (callee, argument sources)."""
+    targets: list
+    used: list
+    lines: list
+    call: tuple = None
+    library: bool = False     # `call` is a library kernel's
 
 
 @dataclass
@@ -43,6 +60,7 @@ class Module:
     weights: list                      # constant arrays, passed after the inputs
     segments: list = field(default_factory=list)
     kernels: list = field(default_factory=list)
+    params: dict = field(default_factory=dict)    # entry parameter name -> Value
 
 
 @functools.lru_cache(maxsize=None)
@@ -97,15 +115,15 @@ class Emitter:
         buf = LineBuffer()
         statements = [self.statement(k, buf) for k in self.kernels]
         statements.append(self.return_statement())
-        entry, segments = self.entry(statements, buf)
+        entry, segments, params = self.entry(statements, buf)
         header = template("module.py.tmpl").substitute(
             model_label=comment_text(self.model_label), signature=self.signature_text(),
             n_kernels=len(self.kernels), kernels_digest=kernels_digest(), entry_kind="njit" if segments[0].name == entry else
-            f"Python driver over {len(segments)} njit segments", imports=self.imports(buf.getvalue()))
+            f"Python driver over {len(segments)} compiled calls", imports=self.imports(buf.getvalue()))
         source = header + "\n" + buf.getvalue()
         # writeable C arrays: the types the module is compiled for (Numba types read-only arrays apart)
         weights = [np.require(w.const, compute_dtype(w.dtype), ['C', 'W']) for w in self.weights]
-        return Module(source, entry, weights, segments, self.kernels)
+        return Module(source, entry, weights, segments, self.kernels, params)
 
     def signature_text(self):
         return ", ".join(f"{comment_text(v.name)}: {v.dtype}{list(v.shape)}" for v in self.program.inputs)
@@ -117,25 +135,24 @@ class Emitter:
 
     # -- statements ---------------------------------------------------------------------------
     def statement(self, kernel, buf):
-        """(defined vars, used vars, source line) for one kernel; fused bodies go to `buf`."""
+        """The Statement running one kernel; fused bodies go to `buf`."""
         if kernel.kind == "fused":
             FusedWriter(self, kernel).write(buf)
             args = [self.var(v) for v in kernel.inputs]
             expr = f"{kernel.name}({', '.join(args)})"
             outs = kernel.outputs
+            lines, call = [], (kernel.name, args)
         else:
             step = kernel.steps[0]
             args = [self.var(v) for v in step.inputs]
             expr = step.expr.format(*args)
             outs = step.outs
-            buf_comment = f"# {kernel.name}: {node_list(kernel)}"
-            expr = (buf_comment, expr)
+            lines, call = [f"# {kernel.name}: {node_list(kernel)}"], library_call(expr)
         targets = [self.var(o) for o in outs]
         used = [self.var(v) for v in kernel.inputs if v is not None]
         lhs = targets[0] if len(targets) == 1 else ", ".join(targets)
-        if isinstance(expr, tuple):
-            return targets, used, [expr[0], f"{lhs} = {expr[1]}"]
-        return targets, used, [f"{lhs} = {expr}"]
+        return Statement(targets, used, lines + [f"{lhs} = {expr}"], call,
+                         library=kernel.kind != "fused" and call is not None)
 
     def return_statement(self):
         outs, seen = [], set()
@@ -146,7 +163,7 @@ class Emitter:
             outs.append(f"{name}.copy()" if needs_copy else name)
             seen.add(name)
         used = [self.var(v) for v in self.program.outputs]
-        return [], used, [f"return {lit_tuple(outs)}"]
+        return Statement([], used, [f"return {lit_tuple(outs)}"])
 
     def may_alias_caller(self, value):
         """True when `value` may share memory with an input or a weight (through views)."""
@@ -159,21 +176,19 @@ class Emitter:
 
     # -- entry ----------------------------------------------------------------------------------
     def entry(self, statements, buf):
+        """Write the entry; (its name, the Segments it calls, {parameter: Value})."""
         params = [self.var(v) for v in self.program.inputs] + [self.var(w) for w in self.weights]
-        values = {self.var(v): v for v in list(self.program.inputs) + self.weights}
-        for k in self.kernels:
-            for o in k.outputs:
-                values[self.var(o)] = o
+        values = {p: v for p, v in zip(params, list(self.program.inputs) + self.weights)}
         body = statements[:-1]
-        if self.profile:
-            return self.write_segments(buf, [[s] for s in body], statements[-1], params, values)
-        if sum(len(s[2]) for s in body) <= MAX_SEGMENT_STATEMENTS:
+        if self.profile:      # each kernel a step of the driver, which times it
+            steps = [s if s.library else [s] for s in body]
+        elif sum(len(s.lines) for s in body) <= MAX_SEGMENT_STATEMENTS:
             self.write_function(buf, "segment.py.tmpl", "run_graph", params,
                                 [self.shape_guard()] + statements)
-            return "run_graph", [Segment("run_graph", [values[p] for p in params], [])]
-        chunks = [body[i:i + MAX_SEGMENT_STATEMENTS // 2]
-                  for i in range(0, len(body), MAX_SEGMENT_STATEMENTS // 2)]
-        return self.write_segments(buf, chunks, statements[-1], params, values)
+            return "run_graph", [Segment("run_graph", params, unpack=False)], values
+        else:
+            steps = driver_steps(body)
+        return "run_graph", self.write_driver(buf, steps, statements[-1], params), values
 
     def shape_guard(self):
         """A statement returning None unless every input has the shape compiled for.
@@ -184,47 +199,126 @@ class Emitter:
         checks = [f"{self.var(v)}.shape != {lit_tuple([str(d) for d in v.shape])}"
                   for v in self.program.inputs]
         if not checks:
-            return ([], [], [])
-        return ([], [], ["# guard: only the input shapes this module was compiled for",
-                         f"if {' or '.join(checks)}:", "    return None"])
+            return Statement([], [], [])
+        return Statement([], [], ["# guard: only the input shapes this module was compiled for",
+                                  f"if {' or '.join(checks)}:", "    return None"])
 
-    def write_segments(self, buf, chunks, final, params, values):
-        segments, driver = [], []
-        later_uses = [set(final[1])]
-        for chunk in reversed(chunks[1:]):
-            later_uses.insert(0, later_uses[0] | {u for s in chunk for u in s[1]})
-        defined = set(params)
-        for i, chunk in enumerate(chunks):
-            made = [t for s in chunk for t in s[0]]
-            args = [p for p in dict.fromkeys(u for s in chunk for u in s[1]) if p in defined]
-            rets = [t for t in made if t in later_uses[i]]
-            name = f"segment_{i}"
-            self.write_function(buf, "segment.py.tmpl", name, args,
-                                chunk + [([], rets, [f"return {lit_tuple([f'__np.ascontiguousarray({r})' for r in rets])}"])])
-            driver.append(f"{lit_tuple(rets) if rets else '_'} = {name}({', '.join(args)})")
+    def write_driver(self, buf, steps, final, params):
+        """A Python `run_graph` running `steps` in order; the Segments it calls.
+
+        A step is a Statement the driver runs itself, a call of a library kernel (its machine
+        code comes from the kernel's own Numba cache, compiled once per install; inside an njit
+        function it would be linked and compiled again into each caller) or of one fused kernel,
+        or a list of Statements written as an njit segment returning what later steps read. The driver
+        deletes each array after its last use, as compiled code does: held to the end, every
+        intermediate would take fresh memory (page faults, cold caches).
+        """
+        later_uses = [set(final.used)]
+        for step in reversed(steps[1:]):
+            chunk = step if isinstance(step, list) else [step]
+            later_uses.insert(0, later_uses[0] | {u for s in chunk for u in s.used})
+        segments, calls, defined = [], [], set(params)
+        kernel_names = iter(k.name for k in self.kernels)
+        for step, later in zip(steps, later_uses):
+            if isinstance(step, Statement):
+                function, args = step.call
+                lines, reads, made = list(step.lines), step.used, step.targets
+                segments.append(Segment(function, args, made, unpack=len(made) > 1))
+            else:
+                reads = [p for p in dict.fromkeys(u for s in step for u in s.used) if p in defined]
+                made = [t for s in step for t in s.targets if t in later]
+                name = f"segment_{sum(s.name.startswith('segment_') for s in segments)}"
+                self.write_function(buf, "segment.py.tmpl", name, reads, step + [Statement(
+                    [], made, [f"return {lit_tuple([f'__np.ascontiguousarray({r})' for r in made])}"])])
+                lines = [f"{lit_tuple(made) if made else '_'} = {name}({', '.join(reads)})"]
+                segments.append(Segment(name, reads, made))
             if self.profile:
-                driver.append(f"__t = __record({self.kernels[i].name!r}, __t)")
+                lines.append(f"__t = __record({next(kernel_names)!r}, __t)")
+            calls.append((lines, reads, made))
             defined.update(made)
-            segments.append(Segment(name, [values[a] for a in args], [values[r] for r in rets]))
+        last_use = {}
+        for i, (_, reads, made) in enumerate(calls):
+            last_use.update((v, i) for v in [*made, *reads] if v not in params)
+        driver = ["__t = __perf_counter()"] if self.profile else []
+        for i, (lines, _, _) in enumerate(calls):
+            dead = [v for v, j in last_use.items() if j == i and v not in final.used]
+            driver += lines + ([f"del {', '.join(dead)}"] if dead else [])
         if self.profile:
             buf.splice(template("profile.py.tmpl").substitute())
-            driver.insert(0, "__t = __perf_counter()")
         buf.splice(template("driver.py.tmpl").substitute(name="run_graph", params=", ".join(params)))
         with buf.indent():
-            for line in driver + final[2]:
+            for line in driver + final.lines:
                 buf.line(line)
         buf.line()
-        return "run_graph", segments
+        return segments
 
     @staticmethod
     def write_function(buf, tmpl, name, params, statements):
         buf.splice(template(tmpl).substitute(name=name, params=", ".join(params)))
         with buf.indent():
-            for _, _, lines in statements:
-                for line in lines:
+            for statement in statements:
+                for line in statement.lines:
                     buf.line(line)
         buf.line()
         buf.line()
+
+
+def library_call(expr):
+    """(callee, argument sources) when `expr` is a single call of a library kernel whose arguments
+    are variables or numbers, e.g. `__k_pool.maxpool(t3, (3, 3), (2, 2), None)`; else None.
+
+    The Python driver can make such a call. Its numbers arrive as int64 / float64 (tuples as
+    UniTuple), so one specialization of the kernel serves every call and every model, where
+    compiled code would specialize it on each literal value (e.g. 12 copies of
+    sgemm.conv1x1_packed in ResNet-50, one per channel count). Anything else (a reshape, a numpy
+    call, a bool or string flag) stays in compiled code.
+    """
+    try:
+        node = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        return None
+    if not (isinstance(node, ast.Call) and not node.keywords
+            and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+            and node.func.value.id.startswith("__k_")):
+        return None
+    args = []
+    for arg in node.args:
+        if not isinstance(arg, ast.Name):
+            try:
+                value = ast.literal_eval(arg)
+            except (ValueError, TypeError, SyntaxError):
+                return None
+            if not _numeric(value):
+                return None
+        args.append(ast.get_source_segment(expr, arg))
+    return ast.get_source_segment(expr, node.func), args
+
+
+def _numeric(value):
+    """None, an int or float, or a tuple of them. Not bools or strings: from compiled code they
+    are literals a kernel may prune branches on (Python passes plain bool and unicode types)."""
+    if isinstance(value, tuple):
+        return all(_numeric(v) for v in value)
+    return value is None or type(value) in (int, float)
+
+
+def driver_steps(statements):
+    """The steps of a Python driver over `statements`: each library call (see `library_call`)
+    alone, the statements between them in lists of at most MAX_SEGMENT_STATEMENTS lines (an
+    njit segment each), except that a lone fused kernel is called directly, without a segment."""
+    chunks, chunk = [], []
+    for s in statements:
+        if s.library:
+            chunks.extend([chunk, s] if chunk else [s])
+            chunk = []
+            continue
+        if chunk and sum(len(c.lines) for c in chunk) + len(s.lines) > MAX_SEGMENT_STATEMENTS:
+            chunks.append(chunk)
+            chunk = []
+        chunk.append(s)
+    chunks += [chunk] if chunk else []
+    return [c[0] if isinstance(c, list) and len(c) == 1 and c[0].call is not None else c
+            for c in chunks]
 
 
 def lit_tuple(items):

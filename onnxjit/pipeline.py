@@ -49,7 +49,7 @@ def compile_model(model, signature, label="model", profile=False, values=None):
     kernels = plan(program)
     generated = Emitter(program, kernels, label, profile=profile).emit()
     module = load_source(generated.source)
-    entries = compile_segments(module, generated.segments)
+    entries = compile_segments(module, generated.segments, generated.params)
     # An njit entry is called through its compiled entry point, skipping the dispatcher's type
     # matching (~0.4 us): rep.run only calls it with arrays whose shape, dtype and layout match.
     single = generated.segments[0].name == generated.entry

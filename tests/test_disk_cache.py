@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 from helpers import chain_model
 
 CHILD = r"""
@@ -17,9 +18,10 @@ print(json.dumps({"path": c.path, "hits": stats.cache_hits and sum(stats.cache_h
 """
 
 
-def _prepare_in_child(model_path, cache):
+def _prepare_in_child(model_path, cache, code=CHILD):
+    """Run `code` (which prints JSON last) in a new process on the cache dir `cache`."""
     env = dict(os.environ, ONNXJIT_CACHE_DIR=str(cache))
-    out = subprocess.run([sys.executable, "-c", CHILD, str(model_path)], env=env,
+    out = subprocess.run([sys.executable, "-c", code, str(model_path)], env=env,
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -33,3 +35,74 @@ def test_second_process_loads_from_disk(tmp_path):
     assert first["path"] == second["path"] and first["path"].startswith(str(tmp_path / "cache"))
     assert first["misses"] >= 1 and not first["hits"]
     assert second["hits"] >= 1 and not second["misses"]
+
+
+def long_model(blocks=16, dims=(1, 2, 6, 6)):
+    """x -> blocks x (MaxPool 3x3 same-size -> Relu(Add(., x))) -> Flatten -> y: a graph too long
+    for one njit entry (emit.MAX_SEGMENT_STATEMENTS), with a library call in every block."""
+    import onnx
+    from onnx import TensorProto, helper
+    nodes, prev = [], "x"
+    for i in range(blocks):
+        nodes += [helper.make_node("MaxPool", [prev], [f"p{i}"], kernel_shape=[3, 3],
+                                   pads=[1, 1, 1, 1]),
+                  helper.make_node("Add", [f"p{i}", "x"], [f"s{i}"]),
+                  helper.make_node("Relu", [f"s{i}"], [f"r{i}"])]
+        prev = f"r{i}"
+    nodes.append(helper.make_node("Flatten", [prev], ["y"]))
+    graph = helper.make_graph(nodes, "long", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (dims[0], int(np.prod(dims[1:]))))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    onnx.checker.check_model(model)
+    return model
+
+
+DRIVER_CHILD = r"""
+import json, sys, numpy as np, onnx
+from numba.core.dispatcher import Dispatcher
+import onnxjit.backend as backend
+rep = backend.prepare(onnx.load(sys.argv[1]))
+c = rep.compiled()
+jitted = [d for d in vars(c.module).values() if isinstance(d, Dispatcher)]
+misses = sum(sum(d.stats.cache_misses.values()) for d in jitted)
+hits = sum(sum(d.stats.cache_hits.values()) for d in jitted)
+x = np.linspace(-1, 1, 72, dtype=np.float32).reshape(1, 2, 6, 6)
+print(json.dumps({"hits": hits, "misses": misses, "y": rep.run([x])[0].tolist()}))
+"""
+
+
+def test_long_graph_python_driver(tmp_path, monkeypatch):
+    """Past MAX_SEGMENT_STATEMENTS the entry is a Python driver: it calls library kernels itself
+    (their machine code comes from the kernels' own cache, never compiled into the module), runs
+    the rest in njit segments, deletes intermediates after their last use, matches the reference,
+    and a second process loads every compiled function of the module from the disk cache."""
+    import onnx
+    from onnx.reference import ReferenceEvaluator
+
+    import onnxjit.backend as backend
+    monkeypatch.setenv("ONNXJIT_CACHE_DIR", str(tmp_path / "cache"))
+    model = long_model()
+    x = np.linspace(-1, 1, 72, dtype=np.float32).reshape(1, 2, 6, 6)
+    rep = backend.prepare(model)
+    (got,) = rep.run([x])
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+    source = rep.compiled().source
+    driver = source[source.index("def run_graph("):]
+    assert not driver.startswith("@") and "@__njit" not in driver
+    assert driver.count("= __k_pool.maxpool(") == 16          # called from Python
+    compiled_part = source[source.index("@__njit"):source.index("def run_graph(")]
+    assert "__k_pool" not in compiled_part                     # ... and never from compiled code
+    assert driver.count("= fused_") == 15                      # a lone fused kernel: direct
+    assert "segment_0(" in driver and "\n    del " in driver    # the last one and the Flatten
+
+    path = tmp_path / "long.onnx"
+    onnx.save(model, path)
+    first = _prepare_in_child(path, tmp_path / "cache2", DRIVER_CHILD)
+    second = _prepare_in_child(path, tmp_path / "cache2", DRIVER_CHILD)
+    assert first["misses"] >= 1
+    assert second["misses"] == 0 and second["hits"] >= 1
+    np.testing.assert_allclose(np.array(second["y"], np.float32), want, rtol=1e-6)
+
