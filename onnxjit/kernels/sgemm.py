@@ -1771,42 +1771,52 @@ def _conv1x1_small(xf, c, hw, wp, m, biasf, act, yf, has_res):
 
 
 @njit(**_JIT)
-def _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, col0, col1):
-    """Columns [col0, col1) of image img of ``conv1x1_packed``'s streamed product: K blocks
-    of CONV_KC channels, L2-sized column blocks, then the 32-channel panels of packed W."""
-    xo = img * c * hw
-    yo = img * m * hw
-    nkb = (c + CONV_KC - 1) // CONV_KC
-    kcs = (c + nkb - 1) // nkb
+def gemm_cols(wpf, npan, m, kk, bf, boff, ldb, ncols, yf, yoff, ldy, biasf, act, has_res):
+    """Y = act(W @ B + bias (+ Y)) on a block: the streamed product of ``conv1x1_packed``.
+
+    W (m, kk) is packed by ``pack_a`` (wpf: its npan panels, flat); B (kk, ncols) starts at
+    bf[boff] with row stride ldb; Y (m, ncols) at yf[yoff] with row stride ldy holds the
+    residual to add when has_res; biasf has npan * 32 entries.  K blocks of CONV_KC rows,
+    L2-sized column blocks, then the 32-row panels of W (12 / 8 / 4 / 1-row micro-kernels).
+    """
+    nkb = (kk + CONV_KC - 1) // CONV_KC
+    kcs = (kk + nkb - 1) // nkb
     nb = max(NR, CONV_L2_BYTES // (kcs * 4) // NR * NR)
-    for k0 in range(0, c, kcs):
-        kc = min(kcs, c - k0)
+    for k0 in range(0, kk, kcs):
+        kc = min(kcs, kk - k0)
         first = k0 == 0 and not has_res
-        last = k0 + kc == c
-        for j0 in range(col0, col1, nb):
-            ncols = min(nb, col1 - j0)
-            bo = xo + k0 * hw + j0
+        last = k0 + kc == kk
+        for j0 in range(0, ncols, nb):
+            nc = min(nb, ncols - j0)
+            bo = boff + k0 * ldb + j0
             for p in range(npan):
                 r0 = p * NR
                 rend = min(m, r0 + NR)
                 i = r0
-                ao = (p * c + k0) * NR - r0
+                ao = (p * kk + k0) * NR - r0
                 while rend - i >= 12:
-                    _ck12(wpf, ao + i, NR, xf, bo, hw, NR, ncols, kc, yf,
-                          yo + i * hw + j0, hw, first, last, biasf, i, act)
+                    _ck12(wpf, ao + i, NR, bf, bo, ldb, NR, nc, kc, yf,
+                          yoff + i * ldy + j0, ldy, first, last, biasf, i, act)
                     i += 12
                 if rend - i >= 8:
-                    _ck8(wpf, ao + i, NR, xf, bo, hw, NR, ncols, kc, yf,
-                         yo + i * hw + j0, hw, first, last, biasf, i, act)
+                    _ck8(wpf, ao + i, NR, bf, bo, ldb, NR, nc, kc, yf,
+                         yoff + i * ldy + j0, ldy, first, last, biasf, i, act)
                     i += 8
                 if rend - i >= 4:
-                    _ck4(wpf, ao + i, NR, xf, bo, hw, NR, ncols, kc, yf,
-                         yo + i * hw + j0, hw, first, last, biasf, i, act)
+                    _ck4(wpf, ao + i, NR, bf, bo, ldb, NR, nc, kc, yf,
+                         yoff + i * ldy + j0, ldy, first, last, biasf, i, act)
                     i += 4
                 while i < rend:
-                    _ck1(wpf, ao + i, NR, xf, bo, hw, NR, ncols, kc, yf,
-                         yo + i * hw + j0, hw, first, last, biasf, i, act)
+                    _ck1(wpf, ao + i, NR, bf, bo, ldb, NR, nc, kc, yf,
+                         yoff + i * ldy + j0, ldy, first, last, biasf, i, act)
                     i += 1
+
+
+@njit(**_JIT)
+def _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, col0, col1):
+    """Columns [col0, col1) of image img of ``conv1x1_packed``'s streamed product."""
+    gemm_cols(wpf, npan, m, c, xf, img * c * hw + col0, hw, col1 - col0, yf,
+              img * m * hw + col0, hw, biasf, act, has_res)
 
 
 @njit(parallel=True, **_JIT)

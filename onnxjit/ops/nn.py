@@ -6,7 +6,7 @@ import re
 import numpy as np
 
 from ..ir import Value, const_value
-from ..kernels import sgemm, shapes, winograd
+from ..kernels import conv_packed, sgemm, shapes, winograd
 from ..source import lit
 from ..registry import peephole, register
 
@@ -47,18 +47,27 @@ def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_s
             # ShuffleNet) instead of im2col and a 1-row GEMM per channel
             "depthwise": group == x.shape[1] == w.shape[0] and w.shape[1] == 1 and group > 1,
             "layout": None}   # how the weights were transformed at the end (_transform_weights)
-    plan = None
-    if (kernel == (3, 3) and s == (1, 1) and d == (1, 1) and group == 1 and w.is_const
-            and x.dtype in (np.float32, np.float64)):
-        m = winograd.use_winograd(x.shape[1], w.shape[0], out[0], out[1], x.shape[0])
-        plan = ("winograd", m) if m else None
-    elif (kernel == (1, 1) and s == (1, 1) and d == (1, 1) and p == (0, 0, 0, 0) and group == 1
-            and w.is_const and x.dtype == np.float32 and sgemm.has_avx512()):
-        plan = ("packed_1x1", w.shape[0])
+    plan = _conv_plan(x, w, kernel, s, d, p, int(group), out, meta["depthwise"])
     if plan is not None:
         meta["finalize"] = lambda step: _transform_weights(step, plan)
     return ctx.call(_conv_expr(meta), x, w, _bias(ctx, b, w.shape[0], x.dtype),
                     shape=shape, dtype=x.dtype, meta=meta)
+
+
+def _conv_plan(x, w, kernel, s, d, p, group, out, depthwise):
+    """The fast kernel a Conv with constant weights runs on, as (layout, argument) for
+    _transform_weights, or None for the im2col + BLAS kernel (kernels/conv.py)."""
+    if not w.is_const or x.dtype not in (np.float32, np.float64) or depthwise:
+        return None
+    if kernel == (3, 3) and s == (1, 1) and d == (1, 1) and group == 1:
+        m = winograd.use_winograd(x.shape[1], w.shape[0], out[0], out[1], x.shape[0])
+        if m:
+            return ("winograd", m)
+    if x.dtype != np.float32 or not sgemm.has_avx512() or x.shape[1] == 0 or w.size == 0:
+        return None
+    if kernel == (1, 1) and s == (1, 1) and d == (1, 1) and p == (0, 0, 0, 0) and group == 1:
+        return ("packed_1x1", w.shape[0])
+    return ("packed", (w.shape[0], kernel))
 
 
 def _conv_expr(meta):
@@ -73,6 +82,10 @@ def _conv_expr(meta):
         return f"__k_sgemm.conv1x1_packed({{0}}, {{1}}, {arg}, {{2}}, {act}, {res})"
     if kind == "winograd":
         return f"__k_winograd.conv3x3({{0}}, {{1}}, {{2}}, {lit(p)}, {act}, {res})"
+    if kind == "packed":
+        m, kernel = arg
+        return (f"__k_conv_packed.conv_packed({{0}}, {{1}}, {m}, {lit(kernel)}, {{2}}, {lit(s)}, "
+                f"{lit(p)}, {lit(d)}, {act}, {res})")
     return (f"__k_conv.conv({{0}}, {{1}}, {{2}}, {lit(s)}, {lit(p)}, {lit(d)}, {lit(group)}, "
             f"{act}{', {3}' if meta['res'] else ''})")
 
@@ -83,7 +96,8 @@ def _transform_weights(step, plan):
     ("winograd", m): 3x3 stride-1 convs where Winograd F(m x m, 3 x 3) measured faster get
     U = G g G^T.  ("packed_1x1", M): 1x1 stride-1 float32 convs run on onnxjit's AVX-512 GEMM
     (kernels/sgemm.py) with W packed in 32-channel panels: 0.8-1.1x ORT's time, against 1.0-1.5x
-    through OpenBLAS.
+    through OpenBLAS.  ("packed", (M, kernel)): the other float32 convs, im2col on the same GEMM
+    (kernels/conv_packed.py), each group's weights packed alike.
     """
     w = step.inputs[1]
     if not w.is_const:
@@ -91,6 +105,8 @@ def _transform_weights(step, plan):
     kind, arg = plan
     if kind == "winograd":
         packed = winograd.winograd_weights(w.const, arg)
+    elif kind == "packed":
+        packed = conv_packed.pack_conv(w.const, step.meta["geometry"][3])
     else:
         packed = sgemm.pack_a(w.const.reshape((arg, -1)))
     step.inputs[1] = const_value(packed)
