@@ -95,3 +95,36 @@ def test_conv_packed_matches_ort(case, res, relu, threads):
     assert got.shape == want.shape and got.dtype == np.float32
     err = np.abs(got.astype(np.float64) - want) / (scale + 1.0)
     assert err.max() < 2e-6, err.max()
+
+
+@pytest.mark.parametrize("trans_b,c_shape,beta,relu", [
+    (1, (7,), 1.0, True), (0, (1, 7), 0.5, False), (1, None, 1.0, False), (0, (1,), 2.0, True),
+    (1, (3, 7), 1.0, False)])    # a full (M, N) C: not a bias, the BLAS path
+@pytest.mark.parametrize("rows", [1, 3])
+def test_gemm_with_constant_weights(trans_b, c_shape, beta, relu, rows):
+    """Fully connected layers (Gemm with constant B): packed MatMul with beta * C as the bias and
+    the Relu fused, at 1 row (GEMV) and a few; checked against onnx's ReferenceEvaluator."""
+    from onnx.reference import ReferenceEvaluator
+    rng = np.random.default_rng(rows + len(c_shape or ()))
+    k, n = 40, 7
+    b = rng.standard_normal((n, k) if trans_b else (k, n), dtype=np.float32)
+    inits = [numpy_helper.from_array(b, "b")]
+    inputs = ["x", "b"]
+    if c_shape is not None:
+        c_shape = (rows, n) if c_shape == (3, 7) else c_shape
+        inits.append(numpy_helper.from_array(rng.standard_normal(c_shape, dtype=np.float32), "c"))
+        inputs.append("c")
+    nodes = [helper.make_node("Gemm", inputs, ["g"], transB=trans_b, beta=beta),
+             helper.make_node("Relu" if relu else "Identity", ["g"], ["y"])]
+    graph = helper.make_graph(nodes, "fc", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [rows, k])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 10
+    x = rng.standard_normal((rows, k), dtype=np.float32)
+    rep = backend.prepare(model)
+    np.testing.assert_allclose(rep.run([x])[0], ReferenceEvaluator(model).run(None, {"x": x})[0],
+                               rtol=1e-5, atol=1e-5)
+    bias_like = c_shape is None or len(c_shape) == 1 or c_shape[0] == 1
+    assert ("__k_sgemm.sgemm_packed(" in rep.source()) == bias_like
+    assert ("__k_matmul.gemm(" in rep.source()) == (not bias_like)

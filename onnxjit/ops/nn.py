@@ -320,8 +320,9 @@ def MatMul(ctx, a, b):
     return ctx.call(_matmul_expr(meta), a, b, shape=plan.out, dtype=a.dtype, meta=meta)
 
 
-# Below this many rows of A the packed GEMM is memory-bound and OpenBLAS is as fast.
-PACKED_MIN_ROWS = 4
+# The packed GEMM serves every row count: at 1 row (GEMV) it streams the weights as fast as
+# OpenBLAS does (both at memory bandwidth) and keeps BLAS's thread pool out of the process.
+PACKED_MIN_ROWS = 1
 # Run-time operands go through kernels/bmm.py (B packed per call) from this many rows and
 # columns on; below, packing B costs about as much as the product and BLAS is as fast.
 BMM_MIN_ROWS, BMM_MIN_COLS = 8, 16
@@ -544,6 +545,9 @@ def Gemm(ctx, a, b, c=None, alpha=1.0, beta=1.0, transA=0, transB=0, broadcast=0
     _float_only(ctx, a, b, c)
     m = a.shape[1] if transA else a.shape[0]
     n = b.shape[0] if transB else b.shape[1]
+    packed = _packed_gemm(ctx, a, b, c, alpha, beta, transA, transB, m, n)
+    if packed is not None:
+        return packed
     if c is None:
         c = ctx.constant(np.zeros((1, 1), a.dtype))
     c2 = (1,) * (2 - c.rank) + tuple(c.shape)
@@ -551,3 +555,25 @@ def Gemm(ctx, a, b, c=None, alpha=1.0, beta=1.0, transA=0, transB=0, broadcast=0
     expr = (f"__k_matmul.gemm({{0}}, {{1}}, {{2}}.reshape({ctx.lit(c2)}), {ctx.lit(round32(alpha))}, "
             f"{ctx.lit(round32(beta))}, {ctx.lit(int(transA))}, {ctx.lit(int(transB))})")
     return ctx.call(expr, a, b, c, shape=(m, n), dtype=a.dtype)
+
+
+def _packed_gemm(ctx, a, b, c, alpha, beta, transA, transB, m, n):
+    """float32 Gemm with constant weights (the fully connected layers of CNNs) as a packed
+    MatMul step: B (transposed if transB) packed once, beta * C a bias vector along the rows
+    (rounded to float32 as the separate product would be), so a following Relu fuses too.
+    None when alpha != 1, A is transposed or C is not such a constant."""
+    if (a.dtype != np.float32 or not b.is_const or transA or float(alpha) != 1.0
+            or not sgemm.has_avx512() or a.shape[1] == 0 or m == 0 or n == 0):
+        return None
+    bias = None
+    if c is not None:
+        if not c.is_const or c.rank > 2 or c.size not in (1, n) or (c.rank == 2 and c.shape[0] != 1):
+            return None
+        bias = np.broadcast_to((np.float32(beta) * c.const.astype(np.float32)).reshape(-1), (n,))
+    weights = b.const.T if transB else b.const
+    meta = {"kind": "matmul", "operands": None, "out": (m, n), "bias": bias is not None,
+            "act": 0, "packed": (m, a.shape[1], n), "bmm": None, "scale": 1.0}
+    inputs = [a, ctx.constant(sgemm.pack_b(weights))]
+    if bias is not None:
+        inputs.append(ctx.constant(np.ascontiguousarray(bias, np.float32)))
+    return ctx.call(_matmul_expr(meta), *inputs, shape=(m, n), dtype=a.dtype, meta=meta)
