@@ -40,7 +40,8 @@ ATOL, RTOL = 1e-4, 1e-3          # mismatch: |jit - ort| > ATOL * scale + RTOL *
 WARMUP = 3
 BUDGET_S = 2.0                   # time spent timing each model when --repeat is not given
 MIN_PAIRS, MAX_PAIRS = 10, 2000
-BLOCK_S, MAX_BLOCK = 0.02, 50   # consecutive timed calls per engine before switching (see time_alternating)
+BLOCK_S, MAX_BLOCK = 0.2, 1000  # consecutive timed calls per engine before switching (see time_alternating)
+SETTLE_S = 0.1                  # untimed calls after each switch, so the other engine's threads go idle
 CHILD_TIMEOUT_S = 900
 ORT_MISSING = ("onnxjit bench compares against ONNX Runtime, which is not installed: "
                "pip install 'onnxjit[bench]' (or: pip install onnxruntime)")
@@ -156,15 +157,18 @@ def auto_pairs(seconds_per_round, budget=BUDGET_S):
     return max(MIN_PAIRS, min(MAX_PAIRS, int(budget / seconds_per_round)))
 
 
-def time_alternating(fns, repeat=None, warmup=WARMUP, clock=time.perf_counter, block=None):
+def time_alternating(fns, repeat=None, warmup=WARMUP, clock=time.perf_counter, block=None,
+                     settle=SETTLE_S):
     """{name: [seconds]}: the callables take turns in blocks of `block` timed calls each (by default
     as many as fit in BLOCK_S, within [1, MAX_BLOCK]), rotating who goes first each round.
 
-    Each block starts with one untimed call. Thread pools spin after work (ORT's intra-op workers,
-    OpenBLAS's, OpenMP's) and sleep when idle; with more than one thread, the first call after the
-    other engine ran measures that hand-over (up to several times the call itself on a 2-core VM),
-    which no single-engine deployment pays. Blocks with a settling call time each engine in its
-    steady state while still interleaving them, so drift in the machine's speed affects both alike.
+    Each block starts with untimed calls for `settle` seconds (at least one). Thread pools spin
+    after work and sleep when idle: ORT's intra-op workers keep spinning for tens of milliseconds
+    after a call, OpenMP's (Numba's) and OpenBLAS's for less. With more than one thread, calls made
+    while the other engine's workers still spin measure that contention (2-3x the call itself on a
+    2-core VM, measured), which no single-engine deployment pays. Settled blocks time each engine
+    in its steady state while still interleaving them, so drift in the machine's speed affects
+    both alike.
     """
     names = list(fns)
     for _ in range(warmup):
@@ -179,10 +183,18 @@ def time_alternating(fns, repeat=None, warmup=WARMUP, clock=time.perf_counter, b
     for i in range(-(-rounds // block)):
         # Rotating the order keeps cache and frequency effects from favouring one engine.
         for name in names[i % len(names):] + names[:i % len(names)]:
-            fns[name]()                                  # settle: the hand-over call, untimed
+            _settle(fns[name], settle, clock)            # the hand-over, untimed
             for _ in range(min(block, rounds - i * block)):
                 samples[name].append(_time_once(fns[name], clock))
     return samples
+
+
+def _settle(fn, seconds, clock):
+    """Call fn until `seconds` have passed (at least once)."""
+    start = clock()
+    fn()
+    while clock() - start < seconds:
+        fn()
 
 
 def _time_once(fn, clock):

@@ -75,7 +75,8 @@ def test_statistics():
 def test_time_alternating_rotates_and_counts():
     calls, ticks = [], iter(range(10_000))
     fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
-    samples = bench.time_alternating(fns, repeat=4, warmup=2, clock=lambda: next(ticks), block=1)
+    samples = bench.time_alternating(fns, repeat=4, warmup=2, clock=lambda: next(ticks), block=1,
+                                     settle=0)
     assert {k: len(v) for k, v in samples.items()} == {"a": 4, "b": 4}
     assert all(t == 1 for v in samples.values() for t in v)      # each call spans one clock tick
     # 2 warm-up rounds, 1 sizing round, then per round: an untimed settling call and the timed
@@ -86,7 +87,8 @@ def test_time_alternating_rotates_and_counts():
 def test_time_alternating_blocks():
     calls, ticks = [], iter(range(10_000))
     fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
-    samples = bench.time_alternating(fns, repeat=5, warmup=0, clock=lambda: next(ticks), block=3)
+    samples = bench.time_alternating(fns, repeat=5, warmup=0, clock=lambda: next(ticks), block=3,
+                                     settle=0)
     assert {k: len(v) for k, v in samples.items()} == {"a": 5, "b": 5}
     # Sizing round; then blocks of 1 settling + 3 timed calls, the last block cut to the 2 left.
     assert calls == ["a", "b"] + ["a"] * 4 + ["b"] * 4 + ["b"] * 3 + ["a"] * 3
@@ -95,9 +97,20 @@ def test_time_alternating_blocks():
     for tick, blocks in ((1e-6, 1), (1.0, 7)):
         counter, seen = iter(range(10_000)), []
         samples = bench.time_alternating({"x": lambda: seen.append(1)}, repeat=7, warmup=0,
-                                         clock=lambda: next(counter) * tick)
+                                         clock=lambda: next(counter) * tick, settle=0)
         assert len(samples["x"]) == 7
         assert len(seen) == 1 + blocks + 7
+
+
+def test_time_alternating_settles_for_a_while():
+    """After each switch, untimed calls run until `settle` seconds have passed: with a clock
+    ticking 1 s per reading and settle=2.5, three settling calls precede each timed block."""
+    calls, ticks = [], iter(range(10_000))
+    fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    samples = bench.time_alternating(fns, repeat=2, warmup=0, clock=lambda: next(ticks), block=2,
+                                     settle=2.5)
+    assert {k: len(v) for k, v in samples.items()} == {"a": 2, "b": 2}
+    assert calls == ["a", "b"] + ["a"] * 3 + ["a"] * 2 + ["b"] * 3 + ["b"] * 2
 
 
 # -- correctness --------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from numba import njit, prange
 
 from .conv import (_PW_MIN_TILE_COLS, _PW_TILE_BYTES, _SPLIT_MIN_KW, _im2col_rows,
                    _im2col_split, _phase_split, as5d, from5d, opt5, pads6, tup3)
-from .sgemm import (CONV_MID_HW, CONV_SMALL_HW, NR, PAR_MIN_MACS, _conv1x1_small, _split,
+from .sgemm import (CONV_MID_HW, NR, PAR_MIN_MACS, _conv1x1_small, _split,
                     gemm_cols, num_threads, pack_a)
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -69,7 +69,12 @@ def _conv5(x, wp, M, k3, b, s3, p6, d3, act, res):
     yf = y.reshape(y.size)
     macs = N * M * P * kk
     nt = num_threads() if macs >= PAR_MIN_MACS else 1
-    if P <= CONV_SMALL_HW or (P <= CONV_MID_HW and mg <= kk):
+    # small outputs: the transposed product (vectors along M) where it fills its vectors
+    # better than the streamed one (vectors along P) does, for one group (per-group calls of
+    # the transposed product cost more than they save: ShuffleNet's grouped 1x1 convs 2x)
+    m_fill = mg / (npan * NR)
+    p_fill = P / ((P + NR - 1) // NR * NR)
+    if group == 1 and P <= CONV_MID_HW and m_fill > p_fill:
         col = np.empty(kk * P, np.float32)
         for n in range(N):
             for g in range(group):
