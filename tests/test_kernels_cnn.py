@@ -266,6 +266,21 @@ def test_lrn(xs, dtype, size, alpha, beta, bias):
     check("LRN", [x], at, ref=[_lrn_numpy(x, size, alpha, beta, bias)])
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("beta", [0.75, 1.0, 0.6])
+def test_lrn_large_on_threads(threads, beta):
+    """Past LRN_PAR_MIN the planes are shared between Numba's threads."""
+    import numba
+    x = _rand((2, 24, 40, 40), np.float32)
+    at = {"size": 5, "alpha": 1e-2, "beta": beta, "bias": 1.0}
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        check("LRN", [x], at, ref=[_lrn_numpy(x, 5, 1e-2, beta, 1.0)])
+    finally:
+        numba.set_num_threads(old)
+
+
 # --------------------------------------------------------------------------- MatMul / Gemm
 MATMUL_SHAPES = [
     ((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)),
