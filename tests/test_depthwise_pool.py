@@ -135,6 +135,25 @@ def test_avgpool(xs, at, dtype, cip):
     check_pool("AveragePool", _rand(xs, dtype), dict(at, count_include_pad=cip))
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("xs,at", [
+    ((2, 45, 30, 30), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # same
+    ((1, 99, 30, 31), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((3, 1111, 7, 7), {"kernel_shape": [7, 7]}),  # whole
+])
+def test_pools_share_planes_between_threads(threads, op, xs, at):
+    """Past POOL_PAR_MIN each Numba thread pools a run of the planes with scratch of its own;
+    odd plane counts leave the runs unequal."""
+    import numba
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        check_pool(op, _rand(xs, np.float32), at)
+    finally:
+        numba.set_num_threads(old)
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the reference's mean of empty windows
 @pytest.mark.parametrize("at", [
     {"kernel_shape": [2, 2], "pads": [2, 2, 0, 0]},  # phase: first row/column of windows empty

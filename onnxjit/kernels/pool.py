@@ -185,22 +185,20 @@ def _sum_taps(acc, b, o0, o1, o2, ntap, n, first):
 
 
 @njit(**_JIT)
-def _pool_flat(x, k3, s3, p6, d3, o3, is_max, count_include_pad):
-    """Max or average pool over blocks of channel planes via phase buffers (see above)."""
-    N, C, D, H, W = x.shape
+def _pool_flat(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1):
+    """Max or average pool of planes [p0, p1) of flat x into flat y over blocks of channel
+    planes via phase buffers (see above)."""
+    D, H, W = in3
     OD, OH, OW = o3
-    NC, OP = N * C, OD * OH * OW
-    y = np.empty(NC * OP, x.dtype)
-    if NC == 0 or OP == 0:
-        return y.reshape((N, C, OD, OH, OW))
-    q3, run, pq, nb, buf, rowbuf, offs = phase_buffers(NC, k3, s3, d3, o3, x.dtype)
-    acc = np.empty(nb * pq, x.dtype)
+    OP = OD * OH * OW
+    if p1 <= p0 or OP == 0:
+        return
+    q3, run, pq, nb, buf, rowbuf, offs = phase_buffers(p1 - p0, k3, s3, d3, o3, xf.dtype)
+    acc = np.empty(nb * pq, xf.dtype)
     nt = offs.size
-    xf = x.reshape(x.size)
     # separable window sizes for the average: count_d[od] * count_h[oh] * count_w[ow]
-    cnt = np.zeros((3, max(OD, OH, OW)), x.dtype)
+    cnt = np.zeros((3, max(OD, OH, OW)), xf.dtype)
     if not is_max:
-        in3 = (D, H, W)
         for ax in range(3):
             for o in range(o3[ax]):
                 if count_include_pad:
@@ -209,8 +207,8 @@ def _pool_flat(x, k3, s3, p6, d3, o3, is_max, count_include_pad):
                     a0, a1 = span(o * s3[ax] - p6[ax], in3[ax], d3[ax], k3[ax])
                 cnt[ax, o] = a1 - a0
     cw = cnt[2]
-    for nc0 in range(0, NC, nb):
-        m = min(nb, NC - nc0)
+    for nc0 in range(p0, p1, nb):
+        m = min(nb, p1 - nc0)
         fill_phases(xf, nc0, m, nb, (D, H, W), s3, p6, q3, buf, rowbuf,
                     -np.inf if is_max else 0.0)
         L = (m - 1) * pq + run
@@ -237,7 +235,6 @@ def _pool_flat(x, k3, s3, p6, d3, o3, is_max, count_include_pad):
                         cdh = cnt[0, od] * cnt[1, oh]
                         for ow in range(np.uint64(OW)):
                             y[dst + ow] = acc[src + ow] / (cdh * cw[ow])
-    return y.reshape((N, C, OD, OH, OW))
 
 
 # ---------------------------------------------------------------- stride-1 'same' pools
@@ -355,29 +352,30 @@ def _mask_axis(dst, vals, in3, ax):
 
 
 @njit(**_JIT)
-def _pool_same(x, k3, p6, d3, is_max, count_include_pad):
-    """Stride-1 pool whose output has the input's spatial shape, as masked axis passes."""
-    N, C, D, H, W = x.shape
-    NC, P = N * C, D * H * W
-    y = np.empty(NC * P, x.dtype)
-    if NC * P == 0:
-        return y.reshape(x.shape)
+def _pool_same(xf, y, in3, k3, p6, d3, is_max, count_include_pad, p0, p1):
+    """Stride-1 pool whose output has the input's spatial shape, as masked axis passes, of
+    planes [p0, p1) of flat x into flat y."""
+    D, H, W = in3
+    NC, P = p1 - p0, D * H * W
+    if NC <= 0 or P == 0:
+        return
+    dt = xf.dtype
     nb = min(NC, max(1, _BLOCK_ELEMS // P))
     bl = nb * P
-    in3, st3 = (D, H, W), (H * W, W, 1)
+    st3 = (H * W, W, 1)
     nt = 0
     for ax in range(3):
         nt += k3[ax] if k3[ax] > 1 else 0
     offs = np.empty(nt, np.int64)
     masks = np.empty((nt, bl), np.bool_)
     axes = np.empty(4, np.int64)  # taps of the j-th active axis: axes[j] <= t < axes[j+1]
-    cnt = np.ones(bl, x.dtype)  # window sizes (the first plane, then replicated)
+    cnt = np.ones(bl, dt)  # window sizes (the first plane, then replicated)
     t, na, margin = 0, 0, 0
     axes[0] = 0
     for ax in (2, 1, 0):  # W first: the first pass streams x row by row
         S, k, d, pb = in3[ax], k3[ax], d3[ax], p6[ax]
         # window size per coordinate along this axis, multiplied into the first plane's counts
-        cax = np.empty(S, x.dtype)
+        cax = np.empty(S, dt)
         for c in range(S):
             if count_include_pad:
                 a0, a1 = span(c, S + pb + p6[ax + 3], d, k)
@@ -403,10 +401,9 @@ def _pool_same(x, k3, p6, d3, is_max, count_include_pad):
         for t in range(nt):
             for q in range(P):
                 masks[t, b * P + q] = masks[t, q]
-    xf = x.reshape(x.size)
-    tmp = np.empty((2, bl + 2 * margin), x.dtype)
-    for nc0 in range(0, NC, nb):
-        n = min(nb, NC - nc0) * P
+    tmp = np.empty((2, bl + 2 * margin), dt)
+    for nc0 in range(p0, p1, nb):
+        n = min(nb, p1 - nc0) * P
         src, s0 = xf, nc0 * P
         for j in range(na):
             if j == na - 1:
@@ -417,7 +414,6 @@ def _pool_same(x, k3, p6, d3, is_max, count_include_pad):
             src, s0 = dst, d0
         if not is_max:
             _div_run(y, nc0 * P, cnt, n)
-    return y.reshape(x.shape)
 
 
 # ---------------------------------------------------------------- one window per plane
@@ -451,42 +447,79 @@ def _plane_max(xf, s0, n):
 
 
 @njit(**_JIT)
-def _pool_whole(x, k3, s3, p6, d3, is_max, count_include_pad):
-    """Pools whose single window per plane covers the whole plane (e.g. 7x7 on 7x7)."""
-    N, C, D, H, W = x.shape
-    P = D * H * W
+def _pool_whole(xf, y, in3, k3, s3, p6, d3, is_max, count_include_pad, p0, p1):
+    """Pools whose single window per plane covers the whole plane (e.g. 7x7 on 7x7), of
+    planes [p0, p1) of flat x into flat y."""
+    P = in3[0] * in3[1] * in3[2]
     cnt = 1
-    in3 = (D, H, W)
     for ax in range(3):
         if count_include_pad:
             a0, a1 = span(0, in3[ax] + p6[ax] + p6[ax + 3], d3[ax], k3[ax])
         else:
             a0, a1 = span(-p6[ax], in3[ax], d3[ax], k3[ax])
         cnt *= a1 - a0
-    xf = x.reshape(x.size)
-    y = np.empty(N * C, x.dtype)
-    for nc in range(N * C):
+    for nc in range(p0, p1):
         if is_max:
             y[nc] = _plane_max(xf, nc * P, P)
         else:
             y[nc] = _plane_sum(xf, nc * P, P) / cnt
-    return y.reshape((N, C, 1, 1, 1))
 
 
 @njit(**_JIT)
 def _pool5(x, k3, s3, p6, d3, o3, is_max, count_include_pad):
-    """Pick the pooling scheme: whole-plane window, stride-1 same-size, or phase buffers."""
-    in3 = (x.shape[2], x.shape[3], x.shape[4])
+    """Pick the pooling scheme (whole-plane window, stride-1 same-size, or phase buffers) and
+    run it, on a run of planes per Numba thread when there are several and enough work."""
+    N, C, D, H, W = x.shape
+    in3 = (D, H, W)
     whole, same = True, True
     for ax in range(3):
         S, k, d = in3[ax], k3[ax], d3[ax]
         whole = whole and o3[ax] == 1 and (d == 1 or k == 1) and k - p6[ax] >= S
         same = same and s3[ax] == 1 and o3[ax] == S
-    if whole:
-        return _pool_whole(x, k3, s3, p6, d3, is_max, count_include_pad)
-    if same and k3[0] * k3[1] * k3[2] > 1:
-        return _pool_same(x, k3, p6, d3, is_max, count_include_pad)
-    return _pool_flat(x, k3, s3, p6, d3, o3, is_max, count_include_pad)
+    scheme = 0 if whole else 1 if same and k3[0] * k3[1] * k3[2] > 1 else 2
+    y = np.empty(N * C * o3[0] * o3[1] * o3[2], x.dtype)
+    xf = np.ascontiguousarray(x).reshape(x.size)
+    nt = num_threads() if y.size * k3[0] * k3[1] * k3[2] >= POOL_PAR_MIN else 1
+    geo = np.empty(21, np.int64)
+    geo[0:3] = in3
+    geo[3:6] = k3
+    geo[6:9] = s3
+    geo[9:15] = p6
+    geo[15:18] = d3
+    geo[18:21] = o3
+    if nt > 1 and N * C > 1:
+        _pool_par(xf, y, geo, is_max, count_include_pad, scheme, N * C, nt)
+    else:
+        _pool_planes(xf, y, geo, is_max, count_include_pad, scheme, 0, N * C)
+    return y.reshape((N, C) + o3)
+
+
+# Below this many window taps in all (outputs x kernel size) a pool runs on one thread.
+POOL_PAR_MIN = 1 << 17
+
+
+@njit(**_JIT)
+def _pool_planes(xf, y, geo, is_max, count_include_pad, scheme, p0, p1):
+    """Planes [p0, p1) by `scheme` (0 whole plane, 1 same size, 2 phase buffers); geo holds
+    in3, k3, s3, p6, d3, o3 flat (Numba's parallel regions take arrays, not tuples)."""
+    g = geo
+    in3, k3, s3 = (g[0], g[1], g[2]), (g[3], g[4], g[5]), (g[6], g[7], g[8])
+    p6 = (g[9], g[10], g[11], g[12], g[13], g[14])
+    d3, o3 = (g[15], g[16], g[17]), (g[18], g[19], g[20])
+    if scheme == 0:
+        _pool_whole(xf, y, in3, k3, s3, p6, d3, is_max, count_include_pad, p0, p1)
+    elif scheme == 1:
+        _pool_same(xf, y, in3, k3, p6, d3, is_max, count_include_pad, p0, p1)
+    else:
+        _pool_flat(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1)
+
+
+@njit(parallel=True, **_JIT)
+def _pool_par(xf, y, geo, is_max, count_include_pad, scheme, planes, nt):
+    """_pool_planes over `nt` threads, each a run of the planes (and scratch of its own)."""
+    for t in prange(nt):
+        _pool_planes(xf, y, geo, is_max, count_include_pad, scheme, planes * t // nt,
+                     planes * (t + 1) // nt)
 
 
 @njit(**_JIT)
