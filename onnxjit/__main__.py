@@ -11,11 +11,11 @@ import time
 import numpy as np
 
 
-def default_model_path():
-    """The light ResNet-50 that ships inside the onnx package."""
-    import onnx.backend.test
-    return os.path.join(os.path.dirname(onnx.backend.test.__file__), "data", "light",
-                        "light_resnet50.onnx")
+def default_model():
+    """(label, ModelProto): the light ResNet-50 that ships inside the onnx package, with seeded
+    random weights (the shipped ones are all 0.02, which makes every output 0.001)."""
+    from .models import light_model
+    return "light ResNet-50 (onnx package; seeded random weights)", light_model("light_resnet50")
 
 
 def random_inputs(rep, dims=None, seed=0):
@@ -50,9 +50,9 @@ def demo(args):
     import onnx
 
     import onnxjit.backend as backend
-    path = args.model or default_model_path()
-    model = onnx.load(path)
-    print(f"model: {path}")
+    label, model = (args.model, onnx.load(args.model)) if args.model else default_model()
+    print(f"model: {label}")
+    _say_if_kernels_compile()
     start = time.perf_counter()
     rep = backend.prepare(model, "CPU")
     inputs = random_inputs(rep)
@@ -71,6 +71,18 @@ def demo(args):
     print(f"--- generated code ({len(lines)} lines; rep.source() has it all) ---")
     print("\n".join(lines[:args.lines]))
     return 0
+
+
+def _say_if_kernels_compile():
+    """On the first run after installing, Numba compiles the library kernels (about two minutes
+    for ResNet-50's on a 2-core VM; cached afterwards): say so rather than look hung."""
+    import glob
+
+    from .kernels import sgemm
+    folder = sgemm.sgemm_packed._cache.cache_path     # where Numba keeps the kernels' code
+    if not glob.glob(os.path.join(folder, "sgemm.*.nbi")):
+        print("first run here: Numba compiles onnxjit's library kernels once (a minute or two); "
+              "later runs load them from its cache", flush=True)
 
 
 def main(argv=None):

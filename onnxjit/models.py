@@ -184,11 +184,103 @@ def light_models():
     return {os.path.basename(p)[:-len(".onnx")]: p for p in paths}
 
 
+def with_random_weights(model, seed=SEED):
+    """`model` with every float weight made by a ConstantOfShape of a constant shape (how the
+    light models store theirs: 0.02 everywhere) replaced by a seeded random initializer of that
+    shape, scaled for its consumer: He-normal Conv / Gemm / MatMul weights, BatchNormalization
+    scales and variances in [0.5, 1.5], small shifts elsewhere.
+
+    With every weight equal, every channel computes the same thing and the activations grow
+    ~10x per stage (1e17 by ResNet-50's last block), so the outputs are a uniform softmax that
+    any kernel bug leaves unchanged; random weights make the comparison with ONNX Runtime mean
+    something while the work done stays exactly the same."""
+    import onnx
+    rng = np.random.default_rng(seed)
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    consumers = {}
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            consumers.setdefault(name, (node, i))
+    keep, made = [], []
+    for node in graph.node:
+        shape_init = inits.get(node.input[0]) if node.op_type == "ConstantOfShape" else None
+        value = next((a.t for a in node.attribute if a.name == "value"), None)
+        if (shape_init is None or value is None
+                or value.data_type != TensorProto.FLOAT):
+            keep.append(node)
+            continue
+        shape = tuple(int(d) for d in numpy_helper.to_array(shape_init))
+        made.append(numpy_helper.from_array(
+            _random_weight(rng, shape, *consumers.get(node.output[0], (None, 0))),
+            node.output[0]))
+    used = {name for node in keep for name in node.input}
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    del out.graph.node[:]
+    out.graph.node.extend(keep)
+    kept_inits = [t for t in graph.initializer if t.name in used]
+    del out.graph.initializer[:]
+    out.graph.initializer.extend(kept_inits + made)
+    real_inputs = [v for v in graph.input if v.name not in inits or v.name in used]
+    if model.ir_version < 4:    # before IR 4 every initializer is also a graph input
+        real_inputs += [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                        for t in made]
+    del out.graph.input[:]
+    out.graph.input.extend(real_inputs)
+    return out
+
+
+def _random_weight(rng, shape, consumer, index):
+    """Random float32 values of `shape` for input `index` of `consumer` (see with_random_weights)."""
+    op = consumer.op_type if consumer is not None else ""
+    size = int(np.prod(shape))
+    if op in ("Conv", "ConvTranspose") and index == 1 or op in ("Gemm", "MatMul") and index == 1:
+        if op == "Gemm" and any(a.name == "transB" and a.i for a in consumer.attribute):
+            fan_in = shape[-1]
+        elif op in ("Conv", "ConvTranspose"):
+            fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        else:
+            fan_in = shape[0] if shape else 1
+        values = rng.standard_normal(size) * math.sqrt(2.0 / max(fan_in, 1))
+    elif op == "BatchNormalization" and index in (1, 4) or op == "Mul":
+        values = rng.uniform(0.5, 1.5, size)
+    else:
+        values = rng.standard_normal(size) * 0.1
+    return values.astype(np.float32).reshape(shape)
+
+
+def light_model(name, weights="random"):
+    """The onnx package's light model `name` (e.g. "light_resnet50") as a ModelProto, with
+    random weights (``with_random_weights``) or the shipped constant ones (weights="shipped")."""
+    import onnx
+    paths = light_models()
+    if name not in paths:
+        raise ValueError(f"no light model {name!r}; there are {sorted(paths)}")
+    model = onnx.load(paths[name])
+    if weights != "random":
+        return model
+    model = with_random_weights(model)
+    # Residual nets without trained batch statistics grow their activations block by block
+    # (ResNet-50's logits reach 1e5): the softmax saturates to one-hot, which checks little
+    # beyond the argmax.  The logits are a second output, so both engines are compared on them.
+    last = model.graph.node[-1]
+    outputs = {o.name: o for o in model.graph.output}
+    if last.op_type == "Softmax" and last.output[0] in outputs and last.input[0] not in outputs:
+        logits = model.graph.output.add()
+        logits.CopyFrom(outputs[last.output[0]])      # Softmax keeps type and shape
+        logits.name = last.input[0]
+    return model
+
+
 BUILDERS = {"one_node": one_node, "elementwise_chain": elementwise_chain, "mlp": mlp,
             "transformer_block": transformer_block, "small_cnn": small_cnn}
 
 
-def builtin_suite():
-    """[(name, ModelProto or path)] in benchmark order: generated models first, then light models."""
+def builtin_suite(weights="random"):
+    """[(name, ModelProto or path)] in benchmark order: generated models first, then the light
+    models, with random weights (see ``with_random_weights``) or as shipped (their paths)."""
     suite = [(name, build()) for name, build in BUILDERS.items()]
-    return suite + list(light_models().items())
+    if weights == "shipped":
+        return suite + list(light_models().items())
+    return suite + [(name, light_model(name)) for name in light_models()]

@@ -4,6 +4,7 @@ import os
 import numpy as np
 import onnx
 import pytest
+from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxjit
@@ -78,3 +79,38 @@ def test_light_models_and_suite_order():
     assert {"light_resnet50", "light_squeezenet", "light_densenet121"} <= set(light)
     names = [name for name, _ in models.builtin_suite()]
     assert names[:5] == list(models.BUILDERS) and names[5:] == sorted(light)
+
+
+def test_light_models_get_random_weights_of_the_same_shapes():
+    """Every constant weight (a ConstantOfShape of 0.02 in the shipped file) becomes a seeded
+    random initializer of the same shape; the computation is otherwise the same graph, and ONNX
+    Runtime's outputs now depend on the weights (the shipped model's are a uniform softmax)."""
+    import onnx
+    import onnxruntime as ort
+
+    from onnxjit.bench import _copy_for_ort, model_inputs
+    shipped = onnx.load(models.light_models()["light_squeezenet"])
+    random = models.light_model("light_squeezenet")
+    onnx.checker.check_model(random)
+    made = {n.output[0] for n in shipped.graph.node if n.op_type == "ConstantOfShape"}
+    inits = {t.name: numpy_helper.to_array(t) for t in random.graph.initializer}
+    assert made <= set(inits) and not any(n.op_type == "ConstantOfShape" for n in random.graph.node)
+    shapes = {n.output[0]: tuple(numpy_helper.to_array(
+        next(t for t in shipped.graph.initializer if t.name == n.input[0])))
+        for n in shipped.graph.node if n.op_type == "ConstantOfShape"}
+    assert all(inits[name].shape == shapes[name] and inits[name].std() > 0 for name in made)
+    assert [n.op_type for n in random.graph.node] == [
+        n.op_type for n in shipped.graph.node if n.op_type != "ConstantOfShape"]
+    # the logits feeding the final Softmax are an output too
+    assert random.graph.output[1].name == random.graph.node[-1].input[0]
+    assert np.array_equal(numpy_helper.to_array(models.light_model("light_squeezenet")
+                                                .graph.initializer[-1]),
+                          numpy_helper.to_array(random.graph.initializer[-1]))   # seeded
+
+    def probs(model):
+        feeds = model_inputs(model)
+        sess = ort.InferenceSession(_copy_for_ort(model).SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+        return sess.run(None, feeds)[0].ravel()
+    assert np.ptp(probs(shipped)) == 0 and np.ptp(probs(random)) > 1e-3
+    assert [n for n, m in models.builtin_suite("shipped")][5:] == sorted(models.light_models())
