@@ -13,7 +13,8 @@ import threading
 import numba
 import numpy as np
 
-_IMPORT_LOCK = threading.Lock()
+# Re-entrant: importing a module imports the fused kernels it names (load_kernel).
+_IMPORT_LOCK = threading.RLock()
 
 
 def cache_dir():
@@ -24,28 +25,59 @@ def cache_dir():
     return path
 
 
-def load_source(source):
-    """Import `source` from `<cache>/m_<sha256>.py`, writing the file only if it is new."""
+def load_source(source, kernel_files=None):
+    """Import `source` from `<cache>/m_<sha256>.py`, writing the file only if it is new.
+
+    `kernel_files` {name: text} are the fused kernels it imports (load_kernel): each is written to
+    `<cache>/<name>.py` first, where every module of every model that uses it finds it.
+    """
     digest = hashlib.sha256(source.encode()).hexdigest()[:40]
     name = f"onnxjit_generated_{digest}"
     with _IMPORT_LOCK:
         if name in sys.modules:
             return sys.modules[name]
-        path = os.path.join(cache_dir(), f"m_{digest}.py")
-        if not _same_text(path, source):
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                f.write(source)
-            os.replace(tmp, path)     # atomic, so concurrent processes never read half a file
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-        return module
+        folder = cache_dir()
+        for kernel, text in (kernel_files or {}).items():
+            _write_once(os.path.join(folder, f"{kernel}.py"), text)
+        path = os.path.join(folder, f"m_{digest}.py")
+        _write_once(path, source)
+        return _import(name, path)
+
+
+def load_kernel(module_file, name):
+    """The dispatcher of fused kernel `name` ("f_<hash>"), imported from `<name>.py` beside the
+    generated module `module_file`. Its own file with `cache=True`: Numba's disk cache keeps its
+    machine code for every model that uses it."""
+    path = os.path.join(os.path.dirname(os.path.abspath(module_file)), f"{name}.py")
+    module = f"onnxjit_fused_{name}_{hashlib.sha256(path.encode()).hexdigest()[:8]}"
+    with _IMPORT_LOCK:
+        if module not in sys.modules:
+            if not os.path.exists(path):
+                raise ImportError(f"fused kernel {path} is missing: prepare the model again")
+            _import(module, path)
+        return getattr(sys.modules[module], name)
+
+
+def _write_once(path, text):
+    """Write `text` to `path` unless it holds it already; atomically, so concurrent processes
+    never read half a file."""
+    if not _same_text(path, text):
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+
+
+def _import(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 def _same_text(path, source):

@@ -4,30 +4,20 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
-import math
 import os
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .ir import NARROW_FLOATS, NameTable, compute_dtype
-from .source import LineBuffer, dtype_src, lit, scalar_lit, template
+from .fused import comment_text, fused_kernel
+from .ir import NameTable, compute_dtype
+from .source import LineBuffer, template
 
 # Above this many statements the entry is split into njit segments driven from Python:
 # Numba's compile time grows with the length of one function (DESIGN.md, "Emit"). The driver then
 # calls library kernels itself (see `library_call`).
 MAX_SEGMENT_STATEMENTS = 40
-# Fused loops this large run their outer loop with prange (Numba's threads; one thread when
-# numba.set_num_threads(1)): below it, waking the thread pool costs more than it saves.
-PARALLEL_MIN_ELEMENTS = 1 << 18
-# LLVM fast-math flags for fused elementwise loops: 'contract' lets a*b+c become one FMA and 'arcp'
-# lets x/y become x*(1/y) (hoisted for constants and broadcast operands). Together they make the GELU /
-# normalization chain 1.7x faster. Deliberately without 'nnan'/'ninf'/'nsz'/'reassoc': NaN, Inf and
-# signed zeros keep IEEE semantics, and the order of operations is the graph's. The cost is an ulp or
-# two (1/y overflows only for subnormal y).
-FUSED_FASTMATH = '{"arcp", "contract"}'
-
 
 @dataclass
 class Segment:
@@ -61,6 +51,22 @@ class Module:
     segments: list = field(default_factory=list)
     kernels: list = field(default_factory=list)
     params: dict = field(default_factory=dict)    # entry parameter name -> Value
+    fused: dict = field(default_factory=dict)     # "f_<hash>" -> fused.FusedKernel it imports
+
+    @property
+    def kernel_files(self):
+        """{name: file text} of the fused kernels, written beside the module (compile.load_source)."""
+        return {name: k.file_text for name, k in self.fused.items()}
+
+    @property
+    def listing(self):
+        """The module followed by the fused kernels it imports: everything a reader needs."""
+        if not self.fused:
+            return self.source
+        kernels = "\n\n".join(k.function for k in self.fused.values())
+        return (self.source.rstrip("\n") + "\n\n\n# " + "-" * 94 + "\n# The fused kernels bound"
+                " above: each is the file <cache>/f_<hash>.py, shared by every model using it.\n\n\n"
+                + kernels)
 
 
 @functools.lru_cache(maxsize=None)
@@ -77,11 +83,6 @@ def kernels_digest():
     return digest.hexdigest()[:16]
 
 
-def comment_text(text, limit=60):
-    """Model-supplied text made safe for a one-line comment."""
-    return ascii(str(text))[1:-1][:limit]
-
-
 def node_list(kernel):
     return ", ".join(f"{comment_text(name) or '?'} ({comment_text(op)})" for name, op in kernel.nodes)
 
@@ -95,6 +96,8 @@ class Emitter:
         self.names = NameTable()
         self.vars = {}          # id(Value) -> identifier
         self.weights = []       # const Values passed as arguments
+        self.fused = {}         # "f_<hash>" -> FusedKernel
+        self.bindings = []      # module-level lines binding each fused kernel's name
         for v in program.inputs:
             self.vars[id(v)] = self.names.fresh("in_" + v.name)
 
@@ -113,17 +116,26 @@ class Emitter:
 
     def emit(self):
         buf = LineBuffer()
-        statements = [self.statement(k, buf) for k in self.kernels]
+        statements = [self.statement(k) for k in self.kernels]
         statements.append(self.return_statement())
         entry, segments, params = self.entry(statements, buf)
+        body = self.binding_block() + "\n" + buf.getvalue()
         header = template("module.py.tmpl").substitute(
             model_label=comment_text(self.model_label), signature=self.signature_text(),
             n_kernels=len(self.kernels), kernels_digest=kernels_digest(), entry_kind="njit" if segments[0].name == entry else
-            f"Python driver over {len(segments)} compiled calls", imports=self.imports(buf.getvalue()))
-        source = header + "\n" + buf.getvalue()
+            f"Python driver over {len(segments)} compiled calls", imports=self.imports(body))
+        source = header + body
         # writeable C arrays: the types the module is compiled for (Numba types read-only arrays apart)
         weights = [np.require(w.const, compute_dtype(w.dtype), ['C', 'W']) for w in self.weights]
-        return Module(source, entry, weights, segments, self.kernels, params)
+        return Module(source, entry, weights, segments, self.kernels, params, self.fused)
+
+    def binding_block(self):
+        """Module-level lines importing the fused kernels (compile.load_kernel) under the plan's names."""
+        if not self.bindings:
+            return ""
+        return "\n" + "\n".join(["# Fused elementwise kernels: generic over sizes, each in its own file "
+                          "in the cache", "# (source at the end of rep.source())."]
+                         + self.bindings) + "\n\n"
 
     def signature_text(self):
         return ", ".join(f"{comment_text(v.name)}: {v.dtype}{list(v.shape)}" for v in self.program.inputs)
@@ -131,13 +143,16 @@ class Emitter:
     @staticmethod
     def imports(body):
         mods = sorted(set(re.findall(r"\b__k_([a-z][a-z0-9_]*)\.", body)))
-        return "\n".join(f"from onnxjit.kernels import {m} as __k_{m}" for m in mods)
+        lines = [f"from onnxjit.kernels import {m} as __k_{m}" for m in mods]
+        if "__load_kernel(" in body:
+            lines.insert(0, "from onnxjit.compile import load_kernel as __load_kernel")
+        return "\n".join(lines)
 
     # -- statements ---------------------------------------------------------------------------
-    def statement(self, kernel, buf):
-        """The Statement running one kernel; fused bodies go to `buf`."""
+    def statement(self, kernel):
+        """The Statement running one kernel."""
         if kernel.kind == "fused":
-            FusedWriter(self, kernel).write(buf)
+            self.bind_fused(kernel)
             args = [self.var(v) for v in kernel.inputs]
             expr = f"{kernel.name}({', '.join(args)})"
             outs = kernel.outputs
@@ -153,6 +168,13 @@ class Emitter:
         lhs = targets[0] if len(targets) == 1 else ", ".join(targets)
         return Statement(targets, used, lines + [f"{lhs} = {expr}"], call,
                          library=kernel.kind != "fused" and call is not None)
+
+    def bind_fused(self, kernel):
+        """Import the fused kernel's shared function under the kernel's telling name."""
+        fused = fused_kernel(kernel, kernels_digest())
+        self.fused.setdefault(fused.name, fused)
+        self.bindings += [f"# ONNX nodes: {node_list(kernel)}",
+                          f"{kernel.name} = __load_kernel(__file__, {fused.name!r})"]
 
     def return_statement(self):
         outs, seen = [], set()
@@ -323,75 +345,3 @@ def driver_steps(statements):
 
 def lit_tuple(items):
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-
-
-class FusedWriter:
-    """Writes one fused elementwise loop nest with collapsed, broadcast-aware indexing."""
-
-    def __init__(self, emitter, kernel):
-        self.e, self.k = emitter, kernel
-        self.params = [f"a{i}" for i in range(len(kernel.inputs))]
-        self.loop, self.views = collapse(kernel.shape, [v.shape for v in kernel.inputs])
-
-    def write(self, buf):
-        k = self.k
-        parallel = math.prod(self.loop) >= PARALLEL_MIN_ELEMENTS
-        buf.splice(template("fused_kernel.py.tmpl").substitute(
-            name=k.name, params=", ".join(self.params), nodes=node_list(k),
-            options=f", fastmath={FUSED_FASTMATH}" + (", parallel=True" if parallel else "")))
-        with buf.indent():
-            for p, view in zip(self.params, self.views):
-                buf.line(f"{p}_ = __np.ascontiguousarray({p}).reshape({lit(view)})")
-            outs = {id(o): f"o{i}" for i, o in enumerate(k.outputs)}
-            for o in k.outputs:
-                buf.line(f"{outs[id(o)]} = __np.empty({lit(self.loop)}, {dtype_src(o.dtype)})")
-            idx = [f"i{d}" for d in range(len(self.loop))]
-            for d, n in enumerate(self.loop):
-                loop = "__prange" if parallel and d == 0 else "range"
-                buf.line(f"for {idx[d]} in {loop}({n}):")
-                buf.level += 1
-            self.write_body(buf, idx, outs)
-            buf.level -= len(self.loop)
-            rets = [f"{outs[id(o)]}.reshape({lit(k.shape)})" for o in k.outputs]
-            buf.line(f"return {rets[0]}" if len(rets) == 1 else f"return {lit_tuple(rets)}")
-        buf.line()
-        buf.line()
-
-    def write_body(self, buf, idx, outs):
-        scalars = {}
-        for p, v, view in zip(self.params, self.k.inputs, self.views):
-            scalars[id(v)] = f"{p}_[{', '.join(i if n != 1 else '0' for i, n in zip(idx, view))}]"
-        for n, step in enumerate(self.k.steps):
-            out = step.outs[0]
-            args = [scalars.get(id(v)) or scalar_lit(v.const.reshape(-1)[0], v.dtype)
-                    for v in step.inputs]
-            name = f"v{n}"
-            cast = (f"__k_scalar.{NARROW_FLOATS[out.dtype]}" if out.dtype in NARROW_FLOATS
-                    else dtype_src(out.dtype))
-            buf.line(f"{name} = {cast}({step.expr.format(*args)})")
-            scalars[id(out)] = name
-            if id(out) in outs:
-                buf.line(f"{outs[id(out)]}[{', '.join(idx)}] = {name}")
-
-
-def collapse(shape, input_shapes):
-    """Loop bounds and per-input view shapes after merging dims that index alike.
-
-    A dim of an input is "full" (it spans the loop dim) or "broadcast" (size 1); adjacent loop
-    dims in which every input is alike merge, so a same-shape chain becomes one flat loop.
-    """
-    rank = len(shape)
-    padded = [(1,) * (rank - len(s)) + tuple(s) for s in input_shapes]
-    dims = [d for d in range(rank) if shape[d] != 1]
-    loop, kinds = [], []
-    for d in dims:
-        kind = tuple(p[d] == shape[d] for p in padded)
-        if loop and kinds[-1] == kind:
-            loop[-1] *= shape[d]
-        else:
-            loop.append(shape[d])
-            kinds.append(kind)
-    if not loop:
-        loop, kinds = [1], [tuple(True for _ in padded)]
-    views = [tuple(n if kind[i] else 1 for n, kind in zip(loop, kinds)) for i in range(len(padded))]
-    return tuple(loop), views

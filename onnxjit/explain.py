@@ -65,7 +65,8 @@ def _kernel_hosts(compiled):
         if kernel.kind == "fused":
             # Called from compiled code, a jitted kernel is compiled into its caller (when the caller
             # comes from Numba's disk cache the kernel's own dispatcher stays empty: that is fine).
-            ok = ok and _is_jitted(compiled.module, functions.get(kernel.name))
+            # The module binds the kernel's name to a shared function (emit.Emitter.bind_fused).
+            ok = ok and _is_jitted(compiled.module, functions.get(kernel.name), kernel.name)
         hosts[kernel.name] = ok
     return hosts
 
@@ -103,12 +104,13 @@ def _host_of(functions, lines, matches, exclude):
     return None
 
 
-def _is_jitted(module, function):
-    """The function is a Numba dispatcher (decorated with a jit in the source when no module)."""
-    if function is None:
-        return False
-    target = getattr(module, function.name, None) if module is not None else None
-    return function.jitted if target is None else _is_dispatcher(target)
+def _is_jitted(module, function, name):
+    """`name` is a Numba dispatcher in the module (without a module: `function` is decorated
+    with a jit in the source)."""
+    target = getattr(module, name, None) if module is not None else None
+    if target is None:
+        return function is not None and function.jitted
+    return _is_dispatcher(target)
 
 
 def _is_dispatcher(target):

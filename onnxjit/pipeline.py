@@ -20,7 +20,7 @@ class CompiledGraph:
     signature: tuple
     fn: object
     weights: tuple
-    source: str
+    source: str              # the generated module followed by the fused kernels it imports
     kernels: list
     program: object
     compile_seconds: float
@@ -48,7 +48,7 @@ def compile_model(model, signature, label="model", profile=False, values=None):
     program = specialize(model, inputs)
     kernels = plan(program)
     generated = Emitter(program, kernels, label, profile=profile).emit()
-    module = load_source(generated.source)
+    module = load_source(generated.source, generated.kernel_files)
     entries = compile_segments(module, generated.segments, generated.params)
     # An njit entry is called through its compiled entry point, skipping the dispatcher's type
     # matching (~0.4 us): rep.run only calls it with arrays whose shape, dtype and layout match.
@@ -62,7 +62,7 @@ def compile_model(model, signature, label="model", profile=False, values=None):
         guarded = getattr(module, generated.entry)
         guarded.disable_compile()
     return CompiledGraph(signature, fn, tuple(generated.weights),
-                         generated.source, kernels, program, time.perf_counter() - start,
+                         generated.listing, kernels, program, time.perf_counter() - start,
                          module.__file__, module, guarded)
 
 
