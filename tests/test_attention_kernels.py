@@ -197,7 +197,7 @@ def test_transpose_with_other_reader_is_kept():
     feeds = {"a": rng.standard_normal((2, 16, 32)).astype(np.float32),
              "b": rng.standard_normal((2, 16, 40)).astype(np.float32)}
     rep = _check(model, feeds)
-    assert "__np.transpose(" in rep.source()
+    assert "__k_movement.transpose(" in rep.source()
 
 
 @pytest.mark.parametrize("perm", [(0, 2, 1), (0, 1, 2), (1, 2, 0)])

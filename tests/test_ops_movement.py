@@ -245,3 +245,32 @@ def test_training_dropout_refused_at_run_time():
         rep.run(feeds)
     feeds[2] = np.array(False)
     np.testing.assert_array_equal(rep.run(feeds)[0], X)
+
+
+@pytest.mark.parametrize("shape,perm", [
+    ((1, 4, 28, 5, 6), (0, 2, 1, 3, 4)),      # ShuffleNet's channel shuffle: runs of 30
+    ((2, 3, 4, 5), (0, 2, 1, 3)),              # attention head split
+    ((2, 3, 4, 5), (0, 2, 3, 1)),              # K^T: the last axis moves (strided gather)
+    ((3, 1, 5, 1), (3, 2, 1, 0)),              # only size-1 axes around: a 2-D transpose
+    ((1, 6, 1, 7), (2, 0, 1, 3)),              # only size-1 axes move: a reshape (a view)
+    ((2, 0, 3), (2, 0, 1)),                    # empty
+    ((7,), (0,)),
+    ((2, 3, 2, 3, 2, 2), (5, 3, 1, 4, 0, 2)),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+def test_transpose_kernel(shape, perm, dtype):
+    """Transpose through the merged-axes kernel (or a reshape) against ReferenceEvaluator."""
+    from onnx.reference import ReferenceEvaluator
+
+    from onnxjit.ops.movement import merged_transpose
+    rng = np.random.default_rng(len(shape))
+    x = (rng.standard_normal(shape) > 0 if dtype == np.bool_
+         else (rng.standard_normal(shape) * 10).astype(dtype))
+    model, feeds = model_of("Transpose", [x], attrs={"perm": list(perm)})
+    got = onnxjit.prepare(model).run(feeds)[0]
+    want = ReferenceEvaluator(model).run(None, {"x0": x})[0]
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    merged, mperm = merged_transpose(shape, perm)
+    assert int(np.prod(merged)) == x.size and sorted(mperm) == list(range(len(merged)))
+    np.testing.assert_array_equal(np.transpose(x.reshape(merged), mperm).reshape(want.shape), want)

@@ -44,3 +44,53 @@ def dropout_inference(x, training_mode, ratio):
     if training_mode and ratio != 0:
         raise ValueError("Dropout: training mode with a non-zero ratio is not supported")
     return x.copy()
+
+
+@njit(**_JIT)
+def transpose(x, shape, perm, out_shape):
+    """x read as a C array of `shape`, its axes permuted by `perm`, as a new C array of
+    out_shape (the same elements in the permuted order).
+
+    The lowering merges axes that stay adjacent and drops size-1 axes first
+    (``ops.movement.merged_transpose``), so `shape` is short; when the last axis stays last
+    (ShuffleNet's channel shuffle, attention's head split), each output row is one contiguous
+    run of x, copied as such; otherwise elements are gathered with the input stride.
+    """
+    r = len(shape)
+    xf = np.ascontiguousarray(x).reshape(x.size)
+    y = np.empty(x.size, x.dtype)
+    size = 1
+    for d in range(r):
+        size *= shape[d]
+    if size != x.size:
+        raise ValueError("transpose: shape does not match x")
+    if size == 0:
+        return y.reshape(out_shape)
+    istride = np.empty(r, np.int64)
+    acc = 1
+    for d in range(r - 1, -1, -1):
+        istride[d] = acc
+        acc *= shape[d]
+    osize, ostep = np.empty(r, np.int64), np.empty(r, np.int64)  # output axes: size, x stride
+    for d in range(r):
+        osize[d], ostep[d] = shape[perm[d]], istride[perm[d]]
+    inner, step = osize[r - 1], ostep[r - 1]
+    idx = np.zeros(r, np.int64)
+    src, dst = 0, 0
+    for _ in range(size // inner):
+        if step == 1:
+            y[dst:dst + inner] = xf[src:src + inner]
+        else:
+            for i in range(inner):
+                y[dst + i] = xf[src + i * step]
+        dst += inner
+        d = r - 2                       # advance the odometer over the outer output axes
+        while d >= 0:
+            idx[d] += 1
+            src += ostep[d]
+            if idx[d] < osize[d]:
+                break
+            src -= ostep[d] * osize[d]
+            idx[d] = 0
+            d -= 1
+    return y.reshape(out_shape)

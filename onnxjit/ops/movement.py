@@ -202,11 +202,39 @@ def Unsqueeze(ctx, x, axes):
 
 # -- transposes ----------------------------------------------------------------------------------
 def transpose(ctx, x, perm):
+    """x with its axes permuted: a reshape when the permutation only moves size-1 axes, else
+    one call of kernels/movement.transpose on the merged axes.  The step's meta records the
+    permutation (ops/nn.py lets a MatMul read a transposed operand in place)."""
     shape = tuple(x.shape[p] for p in perm)
     if list(perm) == list(range(x.rank)):
         return x
-    return ctx.call(f"__np.ascontiguousarray(__np.transpose({{0}}, {ctx.lit(tuple(perm))}))", x,
-                    shape=shape, dtype=x.dtype, view=True)
+    meta = {"kind": "transpose", "perm": tuple(perm)}
+    merged, mperm = merged_transpose(x.shape, perm)
+    if mperm == tuple(range(len(mperm))):
+        return ctx.call(f"__np.ascontiguousarray({{0}}).reshape({ctx.lit(shape)})", x,
+                        shape=shape, dtype=x.dtype, view=True, meta=meta)
+    return ctx.call(f"__k_movement.transpose({{0}}, {ctx.lit(merged)}, {ctx.lit(mperm)}, "
+                    f"{ctx.lit(shape)})", x, shape=shape, dtype=x.dtype, meta=meta)
+
+
+def merged_transpose(shape, perm):
+    """(shape, perm) of the same transpose with size-1 axes dropped and axes that stay
+    adjacent merged: (1, 4, 28, 56, 56) by (0, 2, 1, 3, 4) is (4, 28, 3136) by (1, 0, 2)."""
+    kept = [a for a in range(len(shape)) if shape[a] != 1]
+    if not kept:
+        return (1,), (0,)
+    position = {a: i for i, a in enumerate(kept)}
+    order = [position[p] for p in perm if shape[p] != 1]   # output order, in kept positions
+    groups = [[order[0]]]
+    for axis in order[1:]:
+        if axis == groups[-1][-1] + 1:
+            groups[-1].append(axis)
+        else:
+            groups.append([axis])
+    by_input = sorted(range(len(groups)), key=lambda g: groups[g][0])
+    merged = tuple(int(np.prod([shape[kept[a]] for a in groups[g]])) for g in by_input)
+    rank_of = {g: i for i, g in enumerate(by_input)}
+    return merged, tuple(rank_of[g] for g in range(len(groups)))
 
 
 @register("Transpose", 1)

@@ -1,8 +1,6 @@
 """Neural-network ops lowered to library kernels: Conv, ConvTranspose, pools, LRN, MatMul, Gemm."""
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from ..ir import Value, const_value
@@ -326,8 +324,6 @@ PACKED_MIN_ROWS = 1
 # Run-time operands go through kernels/bmm.py (B packed per call) from this many rows and
 # columns on; below, packing B costs about as much as the product and BLAS is as fast.
 BMM_MIN_ROWS, BMM_MIN_COLS = 8, 16
-# A Transpose as movement.transpose writes it: a contiguous copy that bmm can read by strides.
-_TRANSPOSE_EXPR = re.compile(r"__np\.ascontiguousarray\(__np\.transpose\(\{0\}, \(([0-9, ]*)\)\)\)")
 
 
 def _use_bmm(a, b):
@@ -351,12 +347,10 @@ def _transposed_source(ctx, v):
     """(step, source, perm) when `v` is a Transpose's copy that only this MatMul reads: the
     MatMul can read `source` through permuted strides and the copy is dropped; else None."""
     step = v.producer
-    if step is None or step.kind != "call" or len(step.outs) != 1 or ctx.uses(v) != 1:
+    if (step is None or step.kind != "call" or len(step.outs) != 1 or ctx.uses(v) != 1
+            or step.meta.get("kind") != "transpose"):
         return None
-    match = _TRANSPOSE_EXPR.fullmatch(step.expr)
-    if match is None:
-        return None
-    return step, step.inputs[0], tuple(int(p) for p in match.group(1).split(",") if p.strip())
+    return step, step.inputs[0], step.meta["perm"]
 
 
 def _batch_layout(shape, strides, batch):
