@@ -78,8 +78,9 @@ def transpose(x, shape, perm, out_shape):
     idx = np.zeros(r, np.int64)
     src, dst = 0, 0
     for _ in range(size // inner):
-        if step == 1:
-            y[dst:dst + inner] = xf[src:src + inner]
+        if step == 1:       # unsigned offsets: LLVM vectorises the run copy
+            for i in range(np.uint64(inner)):
+                y[np.uint64(dst) + i] = xf[np.uint64(src) + i]
         else:
             for i in range(inner):
                 y[dst + i] = xf[src + i * step]
