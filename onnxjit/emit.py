@@ -1,7 +1,6 @@
 """Emit: render the planned kernels as a Python module of Numba functions."""
 from __future__ import annotations
 
-import ast
 import functools
 import hashlib
 import os
@@ -10,13 +9,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .fused import comment_text, fused_kernel
+from .calls import library_call, movement_call, movement_function
+from .fused import comment_text, fused_kernel, shared_kernel
 from .ir import NameTable, compute_dtype
 from .source import LineBuffer, template
 
 # Above this many statements the entry is split into njit segments driven from Python:
 # Numba's compile time grows with the length of one function (DESIGN.md, "Emit"). The driver then
-# calls library kernels itself (see `library_call`).
+# calls library kernels and shared data-movement kernels itself (see calls.py).
 MAX_SEGMENT_STATEMENTS = 40
 
 @dataclass
@@ -40,6 +40,7 @@ class Statement:
     lines: list
     call: tuple = None
     library: bool = False     # `call` is a library kernel's
+    movement: tuple = None    # (name, SharedKernel, argument sources) the Python driver calls instead
 
 
 @dataclass
@@ -51,21 +52,21 @@ class Module:
     segments: list = field(default_factory=list)
     kernels: list = field(default_factory=list)
     params: dict = field(default_factory=dict)    # entry parameter name -> Value
-    fused: dict = field(default_factory=dict)     # "f_<hash>" -> fused.FusedKernel it imports
+    fused: dict = field(default_factory=dict)     # "f_<hash>" -> fused.SharedKernel it imports
 
     @property
     def kernel_files(self):
-        """{name: file text} of the fused kernels, written beside the module (compile.load_source)."""
+        """{name: file text} of the shared kernels, written beside the module (compile.load_source)."""
         return {name: k.file_text for name, k in self.fused.items()}
 
     @property
     def listing(self):
-        """The module followed by the fused kernels it imports: everything a reader needs."""
+        """The module followed by the shared kernels it imports: everything a reader needs."""
         if not self.fused:
             return self.source
         kernels = "\n\n".join(k.function for k in self.fused.values())
-        return (self.source.rstrip("\n") + "\n\n\n# " + "-" * 94 + "\n# The fused kernels bound"
-                " above: each is the file <cache>/f_<hash>.py, shared by every model using it.\n\n\n"
+        return (self.source.rstrip("\n") + "\n\n\n# " + "-" * 94 + "\n# The shared kernels bound"
+                " above: each is the file <cache>/f_<hash>.py, for every model using it.\n\n\n"
                 + kernels)
 
 
@@ -96,7 +97,7 @@ class Emitter:
         self.names = NameTable()
         self.vars = {}          # id(Value) -> identifier
         self.weights = []       # const Values passed as arguments
-        self.fused = {}         # "f_<hash>" -> FusedKernel
+        self.fused = {}         # "f_<hash>" -> SharedKernel
         self.bindings = []      # module-level lines binding each fused kernel's name
         for v in program.inputs:
             self.vars[id(v)] = self.names.fresh("in_" + v.name)
@@ -130,12 +131,12 @@ class Emitter:
         return Module(source, entry, weights, segments, self.kernels, params, self.fused)
 
     def binding_block(self):
-        """Module-level lines importing the fused kernels (compile.load_kernel) under the plan's names."""
+        """Module-level lines importing the shared kernels (compile.load_kernel) under the plan's names."""
         if not self.bindings:
             return ""
-        return "\n" + "\n".join(["# Fused elementwise kernels: generic over sizes, each in its own file "
-                          "in the cache", "# (source at the end of rep.source())."]
-                         + self.bindings) + "\n\n"
+        return "\n" + "\n".join(["# Shared kernels (fused elementwise loops; data movement the driver "
+                          "calls): generic over", "# sizes, each in its own file in the cache "
+                          "(source at the end of rep.source())."] + self.bindings) + "\n\n"
 
     def signature_text(self):
         return ", ".join(f"{comment_text(v.name)}: {v.dtype}{list(v.shape)}" for v in self.program.inputs)
@@ -166,15 +167,29 @@ class Emitter:
         targets = [self.var(o) for o in outs]
         used = [self.var(v) for v in kernel.inputs if v is not None]
         lhs = targets[0] if len(targets) == 1 else ", ".join(targets)
+        movement = None
+        if kernel.kind != "fused" and call is None and (found := movement_call(expr)):
+            params, body, args = found
+            shared = shared_kernel(movement_function(params, body), kernels_digest())
+            movement = kernel.name, shared, args
         return Statement(targets, used, lines + [f"{lhs} = {expr}"], call,
-                         library=kernel.kind != "fused" and call is not None)
+                         library=kernel.kind != "fused" and call is not None, movement=movement)
 
     def bind_fused(self, kernel):
         """Import the fused kernel's shared function under the kernel's telling name."""
-        fused = fused_kernel(kernel, kernels_digest())
-        self.fused.setdefault(fused.name, fused)
-        self.bindings += [f"# ONNX nodes: {node_list(kernel)}",
-                          f"{kernel.name} = __load_kernel(__file__, {fused.name!r})"]
+        self.bind(kernel.name, fused_kernel(kernel, kernels_digest()),
+                  f"# ONNX nodes: {node_list(kernel)}")
+
+    def bind_movement(self, statement):
+        """Bind a movement statement's shared kernel; (its name, argument sources)."""
+        name, shared, args = statement.movement
+        self.bind(name, shared, f"# ONNX nodes: {statement.lines[0].split(': ', 1)[1]}")
+        return name, args
+
+    def bind(self, name, shared, comment):
+        """Import a shared kernel (compile.load_kernel) as the module global `name`."""
+        self.fused.setdefault(shared.name, shared)
+        self.bindings += [comment, f"{name} = __load_kernel(__file__, {shared.name!r})"]
 
     def return_statement(self):
         outs, seen = [], set()
@@ -203,7 +218,7 @@ class Emitter:
         values = {p: v for p, v in zip(params, list(self.program.inputs) + self.weights)}
         body = statements[:-1]
         if self.profile:      # each kernel a step of the driver, which times it
-            steps = [s if s.library else [s] for s in body]
+            steps = [s if s.library or s.movement else [s] for s in body]
         elif sum(len(s.lines) for s in body) <= MAX_SEGMENT_STATEMENTS:
             self.write_function(buf, "segment.py.tmpl", "run_graph", params,
                                 [self.shape_guard()] + statements)
@@ -243,8 +258,11 @@ class Emitter:
         kernel_names = iter(k.name for k in self.kernels)
         for step, later in zip(steps, later_uses):
             if isinstance(step, Statement):
-                function, args = step.call
+                function, args = step.call or self.bind_movement(step)
                 lines, reads, made = list(step.lines), step.used, step.targets
+                if step.movement:
+                    lhs, expr = lines[-1].split(" = ", 1)
+                    lines[-1] = f"{lhs} = {function}({', '.join(args)})  # {expr}"
                 segments.append(Segment(function, args, made, unpack=len(made) > 1))
             else:
                 reads = [p for p in dict.fromkeys(u for s in step for u in s.used) if p in defined]
@@ -285,52 +303,13 @@ class Emitter:
         buf.line()
 
 
-def library_call(expr):
-    """(callee, argument sources) when `expr` is a single call of a library kernel whose arguments
-    are variables or numbers, e.g. `__k_pool.maxpool(t3, (3, 3), (2, 2), None)`; else None.
-
-    The Python driver can make such a call. Its numbers arrive as int64 / float64 (tuples as
-    UniTuple), so one specialization of the kernel serves every call and every model, where
-    compiled code would specialize it on each literal value (e.g. 12 copies of
-    sgemm.conv1x1_packed in ResNet-50, one per channel count). Anything else (a reshape, a numpy
-    call, a bool or string flag) stays in compiled code.
-    """
-    try:
-        node = ast.parse(expr, mode="eval").body
-    except SyntaxError:
-        return None
-    if not (isinstance(node, ast.Call) and not node.keywords
-            and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
-            and node.func.value.id.startswith("__k_")):
-        return None
-    args = []
-    for arg in node.args:
-        if not isinstance(arg, ast.Name):
-            try:
-                value = ast.literal_eval(arg)
-            except (ValueError, TypeError, SyntaxError):
-                return None
-            if not _numeric(value):
-                return None
-        args.append(ast.get_source_segment(expr, arg))
-    return ast.get_source_segment(expr, node.func), args
-
-
-def _numeric(value):
-    """None, an int or float, or a tuple of them. Not bools or strings: from compiled code they
-    are literals a kernel may prune branches on (Python passes plain bool and unicode types)."""
-    if isinstance(value, tuple):
-        return all(_numeric(v) for v in value)
-    return value is None or type(value) in (int, float)
-
-
 def driver_steps(statements):
-    """The steps of a Python driver over `statements`: each library call (see `library_call`)
-    alone, the statements between them in lists of at most MAX_SEGMENT_STATEMENTS lines (an
+    """The steps of a Python driver over `statements`: each library call and data movement (see
+    calls.py) alone, the statements between them in lists of at most MAX_SEGMENT_STATEMENTS lines (an
     njit segment each), except that a lone fused kernel is called directly, without a segment."""
     chunks, chunk = [], []
     for s in statements:
-        if s.library:
+        if s.library or s.movement:
             chunks.extend([chunk, s] if chunk else [s])
             chunk = []
             continue

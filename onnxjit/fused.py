@@ -1,11 +1,12 @@
-"""Fused elementwise kernels as source: one loop nest each, generic over sizes.
+"""Fused elementwise kernels as source: one loop nest each, generic over sizes; shared kernels.
 
 A kernel's text holds its structure (the op sequence, dtypes, which dims collapse, which inputs
 broadcast along which dims, prange or not) but no sizes: loop bounds and reshapes are read from
 the arguments' `.shape` (arrays, never numbers that a compiled caller would pass as literals).
 Kernels that differ only in shape then have the same text. The text is named by its hash
 (`f_<hash>`) and written to its own file in the cache, so Numba compiles it once per machine for
-every model and signature that uses it (compile.load_kernel).
+every model and signature that uses it (compile.load_kernel). The Python driver's data-movement
+kernels (calls.movement_call) are shared the same way.
 """
 from __future__ import annotations
 
@@ -29,26 +30,33 @@ FUSED_FASTMATH = '{"arcp", "contract"}'
 
 
 @dataclass
-class FusedKernel:
-    """A fused kernel's function name (`f_<hash of its text>`), its file text and function text."""
+class SharedKernel:
+    """A kernel shared through the cache: its function name (`f_<hash of its file's text>`), the
+    text of its file and of the function alone."""
     name: str
     file_text: str
     function: str
 
 
-def fused_kernel(kernel, kernels_digest):
-    """The FusedKernel of a planned "fused" kernel. `kernels_digest` names the library kernels'
-    version in the file when the body calls one (Numba's cache does not notice a callee change)."""
+def shared_kernel(function_of, kernels_digest):
+    """The SharedKernel whose function source is `function_of(name)`. `kernels_digest` names the
+    library kernels' version in the file when the function calls one (Numba's cache does not
+    notice a callee change)."""
     def file_text(name):
-        function = function_text(kernel, name)
+        function = function_of(name)
         mods = sorted(set(re.findall(r"\b__k_([a-z][a-z0-9_]*)\.", function)))
-        header = template("fused_file.py.tmpl").substitute(
+        header = template("shared_file.py.tmpl").substitute(
             library=f"\n# Calls library kernels {kernels_digest}." if mods else "",
             imports="".join(f"\nfrom onnxjit.kernels import {m} as __k_{m}" for m in mods))
         return header + "\n\n" + function, function
 
     name = "f_" + hashlib.sha256(file_text("f_")[0].encode()).hexdigest()[:20]
-    return FusedKernel(name, *file_text(name))
+    return SharedKernel(name, *file_text(name))
+
+
+def fused_kernel(kernel, kernels_digest):
+    """The SharedKernel of a planned "fused" kernel."""
+    return shared_kernel(lambda name: function_text(kernel, name), kernels_digest)
 
 
 def function_text(kernel, name):

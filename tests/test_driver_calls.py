@@ -1,0 +1,106 @@
+"""The Python driver runs data movement (Concat, Split, Reshape ...) as shared kernels generic over
+their sizes, so a long graph of library calls, movement and fused kernels needs no njit segment."""
+import re
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import onnxjit.backend as backend
+from onnxjit.calls import movement_call
+
+
+@pytest.mark.parametrize("expr,params,body,args", [
+    ("__np.concatenate((t1, t2), axis=1)", ["a0", "a1", "p0"],
+     "__np.concatenate((a0, a1), axis=p0)", ["t1", "t2", "1"]),
+    ("__np.ascontiguousarray(t7).reshape((1, 4, 28))", ["a0", "p0"],
+     "__np.ascontiguousarray(a0).reshape(p0)", ["t7", "(1, 4, 28)"]),
+    ("(__np.ascontiguousarray(t1[:, 0:2]), __np.ascontiguousarray(t1[:, 2:-1]),)",
+     ["a0", "p0", "p1", "p2", "p3"],
+     "(__np.ascontiguousarray(a0[:, p0:p1]), __np.ascontiguousarray(a0[:, p2:p3]))",
+     ["t1", "0", "2", "2", "-1"]),
+    ("__np.ascontiguousarray(__np.transpose(__np.ascontiguousarray(t0).reshape((1, 2, 2)), "
+     "(0, 2, 1))).reshape((1, 4))", ["a0", "p0", "p1", "p2"],
+     "__np.ascontiguousarray(__np.transpose(__np.ascontiguousarray(a0).reshape(p0), p1))"
+     ".reshape(p2)", ["t0", "(1, 2, 2)", "(0, 2, 1)", "(1, 4)"]),
+])
+def test_movement_call_parametrizes_numbers(expr, params, body, args):
+    assert movement_call(expr) == (params, body, args)
+
+
+@pytest.mark.parametrize("expr", [
+    "__k_pool.maxpool(t1, (3, 3))",                 # a library kernel: library_call's business
+    "__np.ones((1, 4), __np.float32)",              # not data movement
+    "t1.reshape((2, 3)).sum()",
+    "__np.concatenate((t1, t2), axis=True)",        # bools stay literal (branch pruning)
+    "__np.ascontiguousarray(t1).reshape((2.0, 3))",
+    "t1 + t2",
+    "__np.transpose(t1, (1, 0), x=1)",
+    "__np.ascontiguousarray(__os.system).reshape((1,))",
+    "(1, 2)",                                       # no array at all
+    "not valid python (",
+])
+def test_movement_call_refuses_anything_else(expr):
+    assert movement_call(expr) is None
+
+
+def concat_split_model(blocks=12, dims=(1, 2, 6, 6)):
+    """blocks x (MaxPool -> Concat with x -> Split in two -> Relu(Add)) -> Flatten: library calls,
+    data movement and fused kernels, too long for one njit entry."""
+    nodes, prev = [], "x"
+    for i in range(blocks):
+        nodes += [helper.make_node("MaxPool", [prev], [f"p{i}"], kernel_shape=[3, 3],
+                                   pads=[1, 1, 1, 1]),
+                  helper.make_node("Concat", [f"p{i}", "x"], [f"c{i}"], axis=1),
+                  helper.make_node("Split", [f"c{i}", "sizes"], [f"a{i}", f"b{i}"], axis=1),
+                  helper.make_node("Add", [f"a{i}", f"b{i}"], [f"s{i}"]),
+                  helper.make_node("Relu", [f"s{i}"], [f"r{i}"])]
+        prev = f"r{i}"
+    nodes.append(helper.make_node("Flatten", [prev], ["y"]))
+    sizes = numpy_helper.from_array(np.array([dims[1], dims[1]], np.int64), "sizes")
+    graph = helper.make_graph(
+        nodes, "concat_split", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [sizes])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    return model
+
+
+def test_driver_runs_movement_as_shared_kernels():
+    model = concat_split_model()
+    x = np.random.default_rng(0).standard_normal((1, 2, 6, 6)).astype(np.float32)
+    rep = backend.prepare(model)
+    (got,) = rep.run([x])
+    np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=1e-6)
+    compiled = rep.compiled()
+    with open(compiled.path) as f:
+        module = f.read()
+    assert "def run_graph(" in module and "@__njit" not in module and "segment_" not in module
+    assert re.search(r"= call_\d+_concat\(t\d+, in_x, 1\)  # __np.concatenate\(\(t\d+, in_x\), "
+                     r"axis=1\)", module)                  # numbers as arguments; the original
+    concat = [k.name for k in compiled.kernels if k.name.endswith("_concat")]
+    assert len(concat) == 12
+    shared = {getattr(compiled.module, name) for name in concat}
+    assert len(shared) == 1                                   # one kernel for every Concat
+    (kernel,) = shared
+    assert len(kernel.signatures) == 1                        # ... compiled once
+    assert "__np.concatenate((a0, a1), axis=p0)" in rep.source()
+
+
+def test_small_graphs_keep_movement_inline():
+    """In an njit entry movement stays an expression: no call, no shared kernel."""
+    model = concat_split_model(blocks=1)
+    rep = backend.prepare(model)
+    source = rep.source()
+    assert "__np.concatenate((" in source and "__load_kernel(__file__" in source
+    assert "_concat = __load_kernel" not in source
+    x = np.ones((1, 2, 6, 6), np.float32)
+    np.testing.assert_allclose(rep.run([x])[0], ReferenceEvaluator(model).run(None, {"x": x})[0])
+
+
+def test_shared_kernels_hold_no_sizes():
+    model = concat_split_model(blocks=12, dims=(1, 3, 5, 7))
+    kernels = backend.prepare(model).source().split("# The shared kernels bound above", 1)[1]
+    kernels = re.sub(r"\.shape\[\d\]|float32|f_[0-9a-f]+", "", kernels)
+    assert not re.search(r"\b(3|5|7|6|35|105|210)\b", kernels)
