@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -18,6 +19,9 @@ from .source import LineBuffer, template
 # Numba's compile time grows with the length of one function (DESIGN.md, "Emit"). The driver then
 # calls library kernels and shared data-movement kernels itself (see calls.py).
 MAX_SEGMENT_STATEMENTS = 40
+# Graphs whose kernels write this many elements may take a Python driver even when short (see
+# Emitter.prefers_driver): at a few microseconds per call, its overhead is noise for them.
+DRIVER_MIN_ELEMENTS = 1 << 20
 
 @dataclass
 class Segment:
@@ -217,15 +221,25 @@ class Emitter:
         params = [self.var(v) for v in self.program.inputs] + [self.var(w) for w in self.weights]
         values = {p: v for p, v in zip(params, list(self.program.inputs) + self.weights)}
         body = statements[:-1]
+        steps = driver_steps(body)
         if self.profile:      # each kernel a step of the driver, which times it
             steps = [s if s.library or s.movement else [s] for s in body]
-        elif sum(len(s.lines) for s in body) <= MAX_SEGMENT_STATEMENTS:
+        elif (sum(len(s.lines) for s in body) <= MAX_SEGMENT_STATEMENTS
+              and not self.prefers_driver(body, steps)):
             self.write_function(buf, "segment.py.tmpl", "run_graph", params,
                                 [self.shape_guard()] + statements)
             return "run_graph", [Segment("run_graph", params, unpack=False)], values
-        else:
-            steps = driver_steps(body)
         return "run_graph", self.write_driver(buf, steps, statements[-1], params), values
+
+    def prefers_driver(self, body, steps):
+        """A short graph still gets a Python driver when it writes at least DRIVER_MIN_ELEMENTS
+        elements (its run time dwarfs the driver's few microseconds per call) and the driver
+        would leave fewer library calls in compiled code: in an njit entry each is linked and
+        compiled again (AlexNet's entry took 15 s to compile, its driver 4.6 s)."""
+        if sum(math.prod(o.shape) for k in self.kernels for o in k.outputs) < DRIVER_MIN_ELEMENTS:
+            return False
+        in_segments = [s for step in steps if isinstance(step, list) for s in step]
+        return library_calls(in_segments) < library_calls(body)
 
     def shape_guard(self):
         """A statement returning None unless every input has the shape compiled for.
@@ -301,6 +315,11 @@ class Emitter:
                     buf.line(line)
         buf.line()
         buf.line()
+
+
+def library_calls(statements):
+    """How many library kernel calls the statements' code makes."""
+    return sum(line.split("#", 1)[0].count("__k_") for s in statements for line in s.lines)
 
 
 def driver_steps(statements):

@@ -104,3 +104,29 @@ def test_shared_kernels_hold_no_sizes():
     kernels = backend.prepare(model).source().split("# The shared kernels bound above", 1)[1]
     kernels = re.sub(r"\.shape\[\d\]|float32|f_[0-9a-f]+", "", kernels)
     assert not re.search(r"\b(3|5|7|6|35|105|210)\b", kernels)
+
+
+def pools(dims, n=5):
+    """n same-size MaxPools in a row: a short graph of library calls."""
+    nodes = [helper.make_node("MaxPool", [f"p{i}" if i else "x"], [f"p{i + 1}"],
+                              kernel_shape=[3, 3], pads=[1, 1, 1, 1]) for i in range(n)]
+    graph = helper.make_graph(nodes, "pools", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, dims)], [helper.make_tensor_value_info(f"p{n}", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    return model
+
+
+@pytest.mark.parametrize("dims,driver", [((1, 1, 512, 512), True), ((1, 2, 6, 6), False)])
+def test_short_heavy_graphs_take_the_driver(dims, driver):
+    """Writing 2^20 elements or more, a short graph of library calls is driven from Python
+    (nothing to compile), a light one keeps its njit entry (no per-call overhead)."""
+    from onnxjit.emit import DRIVER_MIN_ELEMENTS
+    assert (5 * np.prod(dims) >= DRIVER_MIN_ELEMENTS) == driver
+    model = pools(dims)
+    rep = backend.prepare(model)
+    with open(rep.compiled().path) as f:
+        module = f.read()
+    assert ("@__njit" not in module) == driver
+    x = np.random.default_rng(0).standard_normal(dims).astype(np.float32)
+    np.testing.assert_array_equal(rep.run([x])[0], ReferenceEvaluator(model).run(None, {"x": x})[0])
