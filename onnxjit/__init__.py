@@ -1,4 +1,8 @@
 """onnxjit: an ONNX backend that compiles graphs to native code with Numba."""
+from .threads import preload_tbb
+
+preload_tbb()   # before Numba starts its threads: TBB, where installed (see onnxjit/threads.py)
+
 from .backend import OnnxJitBackend, OnnxJitRep, list_unsupported, prepare, run_model, run_node
 from .errors import (InputError, KernelError, LoweringError, ModelError, OnnxJitError,
                      UnsupportedOpError)
