@@ -23,10 +23,11 @@ MAX_SEGMENT_STATEMENTS = 40
 # Emitter.prefers_driver): at a few microseconds per call, its overhead is noise for them.
 DRIVER_MIN_ELEMENTS = 1 << 20
 
+
 @dataclass
 class Segment:
     """One compiled call of the entry, in order: the whole entry, an njit segment, or a library
-    kernel the Python driver calls. compile.compile_segments compiles each for the types it
+    or shared kernel the Python driver calls. compile.compile_segments compiles each for the types it
     will see, following result types from the calls that make them to the calls that read them."""
     name: str        # source of the callee: "run_graph", "segment_0", "__k_pool.maxpool"
     args: list       # argument sources: entry parameters, earlier targets or Python literals
@@ -56,19 +57,19 @@ class Module:
     segments: list = field(default_factory=list)
     kernels: list = field(default_factory=list)
     params: dict = field(default_factory=dict)    # entry parameter name -> Value
-    fused: dict = field(default_factory=dict)     # "f_<hash>" -> fused.SharedKernel it imports
+    shared: dict = field(default_factory=dict)    # "f_<hash>" -> fused.SharedKernel it imports
 
     @property
     def kernel_files(self):
         """{name: file text} of the shared kernels, written beside the module (compile.load_source)."""
-        return {name: k.file_text for name, k in self.fused.items()}
+        return {name: k.file_text for name, k in self.shared.items()}
 
     @property
     def listing(self):
         """The module followed by the shared kernels it imports: everything a reader needs."""
-        if not self.fused:
+        if not self.shared:
             return self.source
-        kernels = "\n\n".join(k.function for k in self.fused.values())
+        kernels = "\n\n".join(k.function for k in self.shared.values())
         return (self.source.rstrip("\n") + "\n\n\n# " + "-" * 94 + "\n# The shared kernels bound"
                 " above: each is the file <cache>/f_<hash>.py, for every model using it.\n\n\n"
                 + kernels)
@@ -101,7 +102,7 @@ class Emitter:
         self.names = NameTable()
         self.vars = {}          # id(Value) -> identifier
         self.weights = []       # const Values passed as arguments
-        self.fused = {}         # "f_<hash>" -> SharedKernel
+        self.shared = {}        # "f_<hash>" -> SharedKernel
         self.bindings = []      # module-level lines binding each fused kernel's name
         for v in program.inputs:
             self.vars[id(v)] = self.names.fresh("in_" + v.name)
@@ -132,7 +133,7 @@ class Emitter:
         source = header + body
         # writeable C arrays: the types the module is compiled for (Numba types read-only arrays apart)
         weights = [np.require(w.const, compute_dtype(w.dtype), ['C', 'W']) for w in self.weights]
-        return Module(source, entry, weights, segments, self.kernels, params, self.fused)
+        return Module(source, entry, weights, segments, self.kernels, params, self.shared)
 
     def binding_block(self):
         """Module-level lines importing the shared kernels (compile.load_kernel) under the plan's names."""
@@ -192,7 +193,7 @@ class Emitter:
 
     def bind(self, name, shared, comment):
         """Import a shared kernel (compile.load_kernel) as the module global `name`."""
-        self.fused.setdefault(shared.name, shared)
+        self.shared.setdefault(shared.name, shared)
         self.bindings += [comment, f"{name} = __load_kernel(__file__, {shared.name!r})"]
 
     def return_statement(self):
