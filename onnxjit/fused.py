@@ -15,6 +15,8 @@ import math
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from .ir import NARROW_FLOATS
 from .source import LineBuffer, dtype_src, scalar_lit, template
 
@@ -69,9 +71,13 @@ def function_text(kernel, name):
     loop = [math.prod(kernel.shape[d] for d in g) for g in groups]
     parallel = math.prod(loop) >= PARALLEL_MIN_ELEMENTS
     ops = list(dict.fromkeys(op for _, op in kernel.nodes))
+    # Integer and bool results (quantization, casts, comparisons) turn an ulp into a different
+    # value (x * (1/s) rounds 25.5 to 25): those kernels keep IEEE arithmetic.
+    exact = any(np.dtype(s.outs[0].dtype).kind in "iub" for s in kernel.steps)
     buf.splice(template("fused_kernel.py.tmpl").substitute(
         name=name, params=", ".join(params), ops=", ".join(comment_text(op) for op in ops),
-        options=f", fastmath={FUSED_FASTMATH}" + (", parallel=True" if parallel else "")))
+        options=("" if exact else f", fastmath={FUSED_FASTMATH}")
+        + (", parallel=True" if parallel else "")))
     with buf.indent():
         bounds = [f"n{k}" for k in range(len(groups))]
         for n, g in zip(bounds, groups):

@@ -127,3 +127,23 @@ def test_second_process_and_model_reuse_the_kernel_from_disk(tmp_path):
     assert os.path.basename(first["file"]).startswith("f_")
     assert first["misses"] >= 1 and first["hits"] == 0
     assert second["hits"] >= 1 and second["misses"] == 0
+
+
+def test_integer_results_keep_ieee_arithmetic():
+    """x * (1/s) is an ulp off x / s, and rounding to an integer turns that into a different value
+    (25.5 -> 25): kernels with integer or bool results compile without fast-math flags."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])
+    s = helper.make_tensor_value_info("s", TensorProto.FLOAT, [1])
+    nodes = [helper.make_node("Div", ["x", "s"], ["d"]), helper.make_node("Round", ["d"], ["r"]),
+             helper.make_node("Cast", ["r"], ["q"], to=TensorProto.UINT8),
+             helper.make_node("Mul", ["x", "s"], ["m"])]
+    graph = helper.make_graph(nodes, "q", [x, s], [helper.make_empty_tensor_value_info("q"),
+                                                   helper.make_empty_tensor_value_info("m")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    source = backend.prepare(model).source()
+    kernels = source.split("# The shared kernels bound above", 1)[1].split("@__njit")[1:]
+    assert len(kernels) == 1 and "fastmath" not in kernels[0] and "__np.uint8(" in kernels[0]
+    scale = np.float32(2.0 / 255.0)
+    xs = (np.arange(6, dtype=np.float32) * 51 + 0.5) * scale     # ties, up to an ulp
+    check_reference(model, [xs, np.array([scale], np.float32)])
