@@ -174,3 +174,27 @@ def test_thread_counts(threads, m, dtype, C, M):
                "reference")
     finally:
         numba.set_num_threads(old)
+
+
+@pytest.mark.parametrize("C,M,m", [(64, 40, 4), (256, 37, 2), (256, 37, 4)])
+def test_repeated_parallel_calls_keep_residual(C, M, m):
+    """Whole chunks per thread (U up to 1 MB: 64x40, 256x37 m=2) and phases per thread
+    (256x37 m=4), 2 threads, called 20 times: the residual must count every time (an Optional
+    residual captured by a prange body was dropped from the 9th call on)."""
+    import numba
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.fail("needs 2 Numba threads")
+    old = numba.get_num_threads()
+    numba.set_num_threads(2)
+    try:
+        x, w, b, res = _inputs(2, C, M, 30, 23, (1, 1, 1, 1), np.float32, True,
+                              seed=C + M)
+        ref = _reference(x, w, b, (1, 1, 1, 1), 1, res, "ort")
+        u = winograd_weights(w, m)
+        scale = float(np.abs(ref).max())
+        for call in range(20):
+            got = conv3x3(x, u, b, (1, 1, 1, 1), 1, res)
+            err = float(np.abs(got - ref).max()) / scale
+            assert err <= REL[np.float32], f"call {call}: relative error {err:.3g}"
+    finally:
+        numba.set_num_threads(old)

@@ -442,10 +442,10 @@ def _output_tiles2(yb, mm, tc, ob):
 
 @njit(inline="always", **_JIT)
 def _store_run(ob, src, yf, dst, n, bias, rf, act):
-    """yf[dst + i] = act(ob[src + i] + bias (+ rf[dst + i])) for i < n."""
+    """yf[dst + i] = act(ob[src + i] + bias (+ rf[dst + i] if rf is not empty)) for i < n."""
     zero = yf.dtype.type(0)
     us, ud = np.uint64(src), np.uint64(dst)
-    if rf is not None:
+    if rf.size != 0:
         if act == 1:
             for i in range(np.uint64(n)):
                 v = ob[us + i] + bias + rf[ud + i]
@@ -467,7 +467,7 @@ def _output_transform(yb, m, th, tw, g0, g1, y, b, rf, act, ob, mm0, mm1):
     """y[n, mm, rows of tile rows g0..g1) = act(A^T Y A + b + res), cropped to (OH, OW), for
     output channels mm0 <= mm < mm1.
 
-    yb: the GEMM outputs at pitch _LDY (see _output_tiles4); rf: None or the residual
+    yb: the GEMM outputs at pitch _LDY (see _output_tiles4); rf: the residual (empty: none)
     flattened; flat scratch ob m x _LDO.
     """
     M, OH, OW = y.shape[1], y.shape[2], y.shape[3]
@@ -566,6 +566,8 @@ _MIN_CHUNK_COLS = 64  # narrower GEMMs lose more to BLAS overhead than they gain
 
 
 _PAR_MIN_MACS = 1 << 20  # below this (output pixels x M x C) one thread does it all
+_CHUNKS_MIN_MACS = 1 << 17  # ... unless whole chunks go to threads (_conv3x3_chunks),
+_CHUNKS_MAX_U = 1 << 20  # done while U (alpha^2 x C x M) is at most this many bytes
 
 
 @njit(parallel=True, **_JIT)
@@ -586,7 +588,7 @@ def _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
     halos = np.empty((nt, alpha * 2 * rows), x.dtype)
     obs = np.empty((nt, m * _LDO), x.dtype)
     zb = np.zeros(16, x.dtype)
-    rf = None if res is None else res.reshape(res.size)
+    rf = _flat_res(res, y)
     for g0 in range(0, nrows, rows):
         g1 = min(nrows, g0 + rows)
         tc = (g1 - g0) * tw
@@ -607,6 +609,50 @@ def _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
         for t in prange(nt):
             m0, m1 = _split(M, nt, t)
             _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[t], m0, m1)
+
+
+@njit(parallel=True, **_JIT)
+def _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
+    """The chunk loop of ``conv3x3`` with whole chunks split over `nt` threads, each with
+    its own V, Y and scratch: one fork/join per Conv instead of three per chunk, for convs
+    whose transformed weights U are small enough (see conv3x3) that every thread streaming
+    all of U costs less than the two extra joins per chunk."""
+    N, C = x.shape[0], x.shape[1]
+    a2, M = u.shape[0], u.shape[2]
+    alpha = m + 2
+    nrows = N * th
+    nchunks = (nrows + rows - 1) // rows
+    nxp = (min(rows, th) * m + 2) * (tw * m + 2)
+    vbufs = np.empty((nt, a2 * C * tcmax), x.dtype)
+    ybufs = np.empty((nt, a2 * _LDY), x.dtype)
+    xps = np.zeros((nt, nxp), x.dtype)
+    Ts = np.zeros((nt, alpha * _LDT), x.dtype)
+    Ps = np.empty((nt, alpha * alpha * _LDP), x.dtype)
+    halos = np.empty((nt, alpha * 2 * rows), x.dtype)
+    obs = np.empty((nt, m * _LDO), x.dtype)
+    zb = np.zeros(16, x.dtype)
+    rf = _flat_res(res, y)
+    for t in prange(nt):
+        k0, k1 = _split(nchunks, nt, t)
+        for k in range(k0, k1):
+            g0 = k * rows
+            g1 = min(nrows, g0 + rows)
+            tc = (g1 - g0) * tw
+            V = vbufs[t, :a2 * C * tc].reshape((a2, C, tc))
+            _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[t], Ts[t], Ps[t],
+                             halos[t], 0, C)
+            _point_gemms(u, V, ybufs[t], C, M, tc, 0, a2, zb, False)
+            _output_transform(ybufs[t], m, th, tw, g0, g1, y, b, rf, act, obs[t], 0, M)
+
+
+@njit(inline="always", **_JIT)
+def _flat_res(res, y):
+    """The residual flattened, or an empty array for none.  Parallel regions get this, never
+    an Optional: Numba 0.6x lowers an Optional array captured by a prange body wrongly (the
+    residual was dropped on some calls)."""
+    if res is None:
+        return np.empty(0, y.dtype)
+    return res.reshape(res.size)
 
 
 @njit(inline="always", **_JIT)
@@ -644,6 +690,17 @@ def conv3x3(x, u, b, pads, act, res):
     nchunks = (nrows + rows - 1) // rows
     rows = (nrows + nchunks - 1) // nchunks  # equal chunks: the last one is no sliver
     tcmax = rows * tw
-    nt = num_threads() if N * OH * OW * M * C >= _PAR_MIN_MACS else 1
+    macs = N * OH * OW * M * C
+    nt = num_threads()
+    if nt > 1 and macs >= _CHUNKS_MIN_MACS and a2 * C * M * x.itemsize <= _CHUNKS_MAX_U \
+            and nrows >= nt:
+        rows = min(rows, (nrows + nt - 1) // nt)
+        nchunks = (nrows + rows - 1) // rows
+        nchunks = (nchunks + nt - 1) // nt * nt  # a whole number of chunks per thread
+        rows = (nrows + nchunks - 1) // nchunks
+        _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, rows * tw, nt)
+        return y
+    if macs < _PAR_MIN_MACS:
+        nt = 1
     _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt)
     return y
