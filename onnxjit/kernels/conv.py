@@ -94,6 +94,18 @@ def _pads6(p):
 
 
 @njit(inline="always", **_JIT)
+def put_window(geo, at, k3, s3, p6, d3, o3):
+    """geo[at:at + 18] = kernel (3), strides (3), pads (6), dilations (3), output sizes (3): the
+    window geometry the packed conv and the pools hand their parallel loops as one int64 array
+    (Numba's parfors reject nested tuples)."""
+    geo[at:at + 3] = k3
+    geo[at + 3:at + 6] = s3
+    geo[at + 6:at + 12] = p6
+    geo[at + 12:at + 15] = d3
+    geo[at + 15:at + 18] = o3
+
+
+@njit(inline="always", **_JIT)
 def span(off, size, stride, n):
     """(start, stop) of i in [0, n) with 0 <= i*stride + off < size."""
     start = max(0, -(off // stride))

@@ -18,7 +18,8 @@ import numpy as np
 from numba import njit, prange
 
 from .conv import (_PW_MIN_TILE_COLS, _PW_TILE_BYTES, _SPLIT_MIN_KW, _im2col_rows,
-                   _im2col_split, _phase_split, as5d, from5d, opt5, pads6, tup3)
+                   _im2col_split, _phase_split, as5d, from5d, opt5, pads6, put_window,
+                   tup3)
 from .sgemm import (CONV_MID_HW, NR, PAR_MIN_MACS, _conv1x1_small, _split,
                     gemm_cols, num_threads, pack_a)
 
@@ -121,11 +122,7 @@ def _geometry(shape, kk, k3, s3, p6, d3, o3, group):
         pt = P
     geo = np.empty(36, np.int64)
     geo[:5] = (C, D, H, W, cg)
-    geo[5:8] = k3
-    geo[8:11] = s3
-    geo[11:17] = p6
-    geo[17:20] = d3
-    geo[20:23] = o3
+    put_window(geo, 5, k3, s3, p6, d3, o3)
     geo[23:26] = r3
     geo[26:29] = e3
     geo[29:36] = (int(direct), int(split), int(banded), e3[1] - o3[1], pt, (P + pt - 1) // pt, kk)

@@ -18,8 +18,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
-from .sgemm import (_VEC, _I32, _elem_ptr, _lane_mask, _splat, _vadd, _vload, _vstore, _vstorem,
-                    _vzero, f32x16)
+from .sgemm import (_VEC, _I32, _elem_ptr, _lane_mask, _splat, _vadd, _vload, _vmul, _vstore,
+                    _vstorem, _vsub, _vzero, f32x16)
 
 _JIT = dict(cache=True, error_model="numpy")
 _F32_1D = types.Array(types.float32, 1, "C")
@@ -206,22 +206,6 @@ def _vsplat(typingctx, x):
     def codegen(context, builder, sig, args):
         return _splat(builder, args[0])
     return f32x16(types.float32), codegen
-
-
-@intrinsic
-def _vmul(typingctx, a, b):
-    """a * b."""
-    def codegen(context, builder, sig, args):
-        return builder.fmul(args[0], args[1])
-    return f32x16(f32x16, f32x16), codegen
-
-
-@intrinsic
-def _vsub(typingctx, a, b):
-    """a - b."""
-    def codegen(context, builder, sig, args):
-        return builder.fsub(args[0], args[1])
-    return f32x16(f32x16, f32x16), codegen
 
 
 @intrinsic

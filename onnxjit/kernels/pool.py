@@ -19,7 +19,7 @@ loops, because LLVM vectorises those and runs per-row loops over 7..28 columns m
 import numpy as np
 from numba import njit, prange
 
-from .conv import _copy_run, as5d, from5d, pads6, span, tup3
+from .conv import _copy_run, as5d, from5d, pads6, put_window, span, tup3
 from .sgemm import num_threads
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -482,11 +482,7 @@ def _pool5(x, k3, s3, p6, d3, o3, is_max, count_include_pad):
     nt = num_threads() if y.size * k3[0] * k3[1] * k3[2] >= POOL_PAR_MIN else 1
     geo = np.empty(21, np.int64)
     geo[0:3] = in3
-    geo[3:6] = k3
-    geo[6:9] = s3
-    geo[9:15] = p6
-    geo[15:18] = d3
-    geo[18:21] = o3
+    put_window(geo, 3, k3, s3, p6, d3, o3)
     if nt > 1 and N * C > 1:
         _pool_par(xf, y, geo, is_max, count_include_pad, scheme, N * C, nt)
     else:

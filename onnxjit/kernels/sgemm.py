@@ -137,12 +137,20 @@ def _vfma(typingctx, a, b, c):
     return f32x16(f32x16, f32x16, f32x16), codegen
 
 
-@intrinsic
-def _vadd(typingctx, a, b):
-    """a + b."""
-    def codegen(context, builder, sig, args):
-        return builder.fadd(args[0], args[1])
-    return f32x16(f32x16, f32x16), codegen
+def _lane_op(name, method, doc):
+    """An intrinsic computing builder.<method>(a, b) on two <16 x float> vectors."""
+    def op(typingctx, a, b):
+        def codegen(context, builder, sig, args):
+            return getattr(builder, method)(args[0], args[1])
+        return f32x16(f32x16, f32x16), codegen
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    return intrinsic(op)
+
+
+_vadd = _lane_op("_vadd", "fadd", "a + b.")
+_vsub = _lane_op("_vsub", "fsub", "a - b.")
+_vmul = _lane_op("_vmul", "fmul", "a * b.")
 
 
 @intrinsic

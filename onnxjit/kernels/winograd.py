@@ -570,6 +570,18 @@ _CHUNKS_MIN_MACS = 1 << 17  # ... unless whole chunks go to threads (_conv3x3_ch
 _CHUNKS_MAX_U = 1 << 20  # done while U (alpha^2 x C x M) is at most this many bytes
 
 
+@njit(inline="always", **_JIT)
+def _thread_scratch(x, nt, rows, th, tw, m):
+    """Per-thread scratch of the transforms for chunks of up to `rows` tile rows: the padded
+    planes xp and T (zero-bordered), P, halo and the output buffer ob (see _input_transform,
+    _output_transform), each (nt, size)."""
+    alpha = m + 2
+    nxp = (min(rows, th) * m + 2) * (tw * m + 2)
+    return (np.zeros((nt, nxp), x.dtype), np.zeros((nt, alpha * _LDT), x.dtype),
+            np.empty((nt, alpha * alpha * _LDP), x.dtype),
+            np.empty((nt, alpha * 2 * rows), x.dtype), np.empty((nt, m * _LDO), x.dtype))
+
+
 @njit(parallel=True, **_JIT)
 def _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
     """The chunk loop of ``conv3x3`` with each phase split over `nt` threads (each with its
@@ -577,16 +589,10 @@ def _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
     output transform by output channels.  nt = 1 runs it all on the calling thread."""
     N, C = x.shape[0], x.shape[1]
     a2, M = u.shape[0], u.shape[2]
-    alpha = m + 2
     nrows = N * th
     vbuf = np.empty(a2 * C * tcmax, x.dtype)
     ybuf = np.empty(a2 * _LDY, x.dtype)
-    nxp = (min(rows, th) * m + 2) * (tw * m + 2)
-    xps = np.zeros((nt, nxp), x.dtype)
-    Ts = np.zeros((nt, alpha * _LDT), x.dtype)
-    Ps = np.empty((nt, alpha * alpha * _LDP), x.dtype)
-    halos = np.empty((nt, alpha * 2 * rows), x.dtype)
-    obs = np.empty((nt, m * _LDO), x.dtype)
+    xps, Ts, Ps, halos, obs = _thread_scratch(x, nt, rows, th, tw, m)
     zb = np.zeros(16, x.dtype)
     rf = _flat_res(res, y)
     for g0 in range(0, nrows, rows):
@@ -619,17 +625,11 @@ def _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
     all of U costs less than the two extra joins per chunk."""
     N, C = x.shape[0], x.shape[1]
     a2, M = u.shape[0], u.shape[2]
-    alpha = m + 2
     nrows = N * th
     nchunks = (nrows + rows - 1) // rows
-    nxp = (min(rows, th) * m + 2) * (tw * m + 2)
     vbufs = np.empty((nt, a2 * C * tcmax), x.dtype)
     ybufs = np.empty((nt, a2 * _LDY), x.dtype)
-    xps = np.zeros((nt, nxp), x.dtype)
-    Ts = np.zeros((nt, alpha * _LDT), x.dtype)
-    Ps = np.empty((nt, alpha * alpha * _LDP), x.dtype)
-    halos = np.empty((nt, alpha * 2 * rows), x.dtype)
-    obs = np.empty((nt, m * _LDO), x.dtype)
+    xps, Ts, Ps, halos, obs = _thread_scratch(x, nt, rows, th, tw, m)
     zb = np.zeros(16, x.dtype)
     rf = _flat_res(res, y)
     for t in prange(nt):
