@@ -155,10 +155,12 @@ def test_second_process_loads_from_disk_cache(tmp_path):
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("n,c,m,h,w", [(2, 64, 256, 28, 28), (1, 300, 70, 17, 19),
                                        (2, 512, 200, 7, 7), (1, 100, 300, 7, 7),
-                                       (2, 256, 64, 14, 14)])
+                                       (2, 256, 64, 14, 14), (1, 512, 64, 13, 13),
+                                       (2, 384, 48, 13, 13), (2, 90, 96, 8, 8)])
 def test_thread_counts(threads, n, c, m, h, w):
     """Serial and parallel paths: streamed (columns split), transposed product (panels and
-    output rows split; M > C through the sgemm kernels), with residual + Relu."""
+    output rows split; M > C through the sgemm kernels; with fewer than 2 panels per thread,
+    pixels split instead: the 13x13 and 8x8 shapes), with residual + Relu."""
     import numba
     old = numba.get_num_threads()
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))

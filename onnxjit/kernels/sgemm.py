@@ -1673,8 +1673,8 @@ def _transpose_into(src, dst):
 
 
 @njit(**_JIT)
-def _small_panels(xf, xo, c, hw, wpf, p0, p1, yt, ldt):
-    """Y^T[:, panels p0..p1) (into scratch yt, pitch ldt) = X^T @ W^T for the image at xo:
+def _small_panels(xf, xo, c, hw, wpf, p0, p1, i0, i1, yt, ldt):
+    """Y^T[i0:i1, panels p0..p1) (into scratch yt, pitch ldt) = X^T @ W^T for the image at xo:
     X^T's elements broadcast straight from X (k stride H*W) by the ``_ck*`` kernels, packed
     W swept in L2-sized column blocks as ``sgemm_packed`` does."""
     nkb = (c + CONV_KC_SMALL - 1) // CONV_KC_SMALL
@@ -1688,20 +1688,20 @@ def _small_panels(xf, xo, c, hw, wpf, p0, p1, yt, ldt):
             bo = (j0 * c + k0) * NR
             ao = xo + k0 * hw
             co = j0 * NR
-            i = 0
-            while hw - i >= 12:
+            i = i0
+            while i1 - i >= 12:
                 _ck12(xf, ao + i, hw, wpf, bo, NR, c * NR, nj * NR, kc, yt, co + i * ldt,
                       ldt, first, False, wpf, 0, 0)
                 i += 12
-            if hw - i >= 8:
+            if i1 - i >= 8:
                 _ck8(xf, ao + i, hw, wpf, bo, NR, c * NR, nj * NR, kc, yt, co + i * ldt,
                      ldt, first, False, wpf, 0, 0)
                 i += 8
-            if hw - i >= 4:
+            if i1 - i >= 4:
                 _ck4(xf, ao + i, hw, wpf, bo, NR, c * NR, nj * NR, kc, yt, co + i * ldt,
                      ldt, first, False, wpf, 0, 0)
                 i += 4
-            while i < hw:
+            while i < i1:
                 _ck1(xf, ao + i, hw, wpf, bo, NR, c * NR, nj * NR, kc, yt, co + i * ldt,
                      ldt, first, False, wpf, 0, 0)
                 i += 1
@@ -1721,27 +1721,34 @@ def _small_store(yt, ldt, hw, biasf, act, yf, yo, has_res, r0, r1):
 
 
 @njit(**_JIT)
-def _small_product(xf, xo, c, hw, wpf, m, p0, p1, xt, zbias, yt, ldt):
-    """Panels [p0, p1) of one image's transposed product (see ``_conv1x1_small``)."""
+def _small_product(xf, xo, c, hw, wpf, m, p0, p1, i0, i1, xt, zbias, yt, ldt):
+    """Panels [p0, p1) of rows [i0, i1) (pixels) of one image's transposed product (see
+    ``_conv1x1_small``)."""
     if m > c:
-        _sgemm_block(xt.ravel(), c, wpf, zbias, 0, yt, ldt, 0, hw, p0, p1)
+        _sgemm_block(xt.ravel(), c, wpf, zbias, 0, yt, ldt, i0, i1, p0, p1)
     else:
-        _small_panels(xf, xo, c, hw, wpf, p0, p1, yt, ldt)
+        _small_panels(xf, xo, c, hw, wpf, p0, p1, i0, i1, yt, ldt)
 
 
 @njit(parallel=True, **_JIT)
 def _conv1x1_small_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbias, yt, nt):
-    """``_conv1x1_small`` on `nt` threads: per image, the panels of W and then the output
-    rows are cut into `nt` runs."""
+    """``_conv1x1_small`` on `nt` threads: per image, the product cut into `nt` runs of W's
+    panels (2 or more each) or else of pixels (multiples of 12), then the output rows."""
     nimg = xf.size // (c * hw)
     ldt = npan * NR
+    by_pixels = npan < 2 * nt
     for img in range(nimg):
         xo = img * c * hw
         if m > c:
             _transpose_into(xf[xo:xo + c * hw].reshape(c, hw), xt)
         for t in prange(nt):
-            p0, p1 = _split(npan, nt, t, 1)
-            _small_product(xf, xo, c, hw, wpf, m, p0, p1, xt, zbias, yt, ldt)
+            if by_pixels:
+                i0, i1 = _split(hw, nt, t, 12)
+                if i1 > i0:
+                    _small_product(xf, xo, c, hw, wpf, m, 0, npan, i0, i1, xt, zbias, yt, ldt)
+            else:
+                p0, p1 = _split(npan, nt, t, 1)
+                _small_product(xf, xo, c, hw, wpf, m, p0, p1, 0, hw, xt, zbias, yt, ldt)
         for t in prange(nt):
             r0, r1 = _split(m, nt, t, 16)
             _small_store(yt, ldt, hw, biasf, act, yf, img * m * hw, has_res, r0, r1)
@@ -1756,8 +1763,9 @@ def _conv1x1_small(xf, c, hw, wp, m, biasf, act, yf, has_res):
 
     M > C: X^T is copied (small) and the ``sgemm_packed`` kernels run on it.  Else X^T's
     elements are broadcast straight from X (``_small_panels``).  With several threads (and
-    at least PAR_MIN_MACS of work, 2 panels per thread) ``_conv1x1_small_par`` splits both
-    passes.
+    at least PAR_MIN_MACS of work, and 2 panels or 24 pixels per thread)
+    ``_conv1x1_small_par`` splits both passes: 4 such convs of SqueezeNet (13x13, M = 48 or
+    64, 2 panels) ran on one thread before.
     """
     nimg = xf.size // (c * hw)
     npan = wp.shape[0]
@@ -1767,14 +1775,14 @@ def _conv1x1_small(xf, c, hw, wp, m, biasf, act, yf, has_res):
     xt = np.empty((hw, c) if m > c else (0, 0), np.float32)
     zbias = np.zeros(ldt, np.float32)
     nt = num_threads()
-    if nt > 1 and npan >= 2 * nt and m * c * hw * nimg >= PAR_MIN_MACS:
+    if nt > 1 and (npan >= 2 * nt or hw >= 24 * nt) and m * c * hw * nimg >= PAR_MIN_MACS:
         _conv1x1_small_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbias, yt, nt)
         return
     for img in range(nimg):
         xo = img * c * hw
         if m > c:
             _transpose_into(xf[xo:xo + c * hw].reshape(c, hw), xt)
-        _small_product(xf, xo, c, hw, wpf, m, 0, npan, xt, zbias, yt, ldt)
+        _small_product(xf, xo, c, hw, wpf, m, 0, npan, 0, hw, xt, zbias, yt, ldt)
         _small_store(yt, ldt, hw, biasf, act, yf, img * m * hw, has_res, 0, m)
 
 
