@@ -436,13 +436,13 @@ def _conv5(x, w, b, s3, p6, d3, group, act, res):
             xoff = (n * C + g * cg) * D * H * W
             base = xoff if direct else 0
             if split and not banded:
-                _phase_split(xf, xoff, cg, (D, H, W), s3, p6, r3, e3, 0, xs)
+                _phase_split(xf, xoff, cg, (D, H, W), s3, p6, r3, e3, np.int64(0), xs)
             for p0 in range(0, P, pt):
                 p1 = min(P, p0 + pt)
                 q0, q1 = p0 // OW, p1 // OW
                 eb, j0 = e3, 0
                 if banded:
-                    eb, j0 = (1, q1 - q0 + halo, e3[2]), q0
+                    eb, j0 = (np.int64(1), q1 - q0 + halo, e3[2]), q0
                     _phase_split(xf, xoff, cg, (D, H, W), s3, p6, r3, eb, j0, xs)
                 if pointwise:
                     if banded:

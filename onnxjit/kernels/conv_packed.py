@@ -20,7 +20,7 @@ from numba import njit, prange
 from .conv import (_PW_MIN_TILE_COLS, _PW_TILE_BYTES, _SPLIT_MIN_KW, _im2col_rows,
                    _im2col_split, _phase_split, as5d, from5d, opt5, pads6, put_window,
                    tup3)
-from .sgemm import (CONV_MID_HW, NR, PAR_MIN_MACS, _conv1x1_small, _split,
+from .sgemm import (CONV_MID_HW, I0, NR, PAR_MIN_MACS, _conv1x1_small, _split,
                     gemm_cols, num_threads, pack_a)
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -80,7 +80,7 @@ def _conv5(x, wp, M, k3, b, s3, p6, d3, act, res):
         for n in range(N):
             for g in range(group):
                 _im2col_rows(xf, (n * C + g * cg) * D * H * W, cg, (D, H, W), k3, s3, p6, d3,
-                             o3, 0, o3[0] * o3[1], col)
+                             o3, I0, o3[0] * o3[1], col)
                 yo = (n * M + g * mg) * P
                 _conv1x1_small(col, kk, P, wp[g], mg, biasf[g * mg:], act, yf[yo:yo + mg * P],
                                has_res)
@@ -90,7 +90,7 @@ def _conv5(x, wp, M, k3, b, s3, p6, d3, act, res):
         if nt > 1:
             _tiles_par(xf, wp, biasf, yf, M, geo, act, has_res, units, nt)
         else:
-            _tiles(xf, wp, biasf, yf, M, geo, act, has_res, 0, units, 0, npan)
+            _tiles(xf, wp, biasf, yf, M, geo, act, has_res, I0, units, I0, npan)
     return y.reshape((N, M, o3[0], o3[1], o3[2]))
 
 
@@ -174,7 +174,7 @@ def _tiles(xf, wp, biasf, yf, M, geo, act, has_res, u0, u1, pan0, pan1):
         wpf = wp[g].ravel()[pan0 * kk * NR:]
         bias = biasf[g * (M // group) + r0:]
         if split and not banded:
-            _phase_split(xf, xoff, cg, in3, s3, p6, r3, e3, 0, xs)
+            _phase_split(xf, xoff, cg, in3, s3, p6, r3, e3, I0, xs)
         for p0 in range(t * pt, min(P, (t + 1) * pt) if ntiles > 1 else P, pt):
             p1 = min(P, p0 + pt)
             q0, q1 = p0 // OW, p1 // OW
@@ -185,7 +185,7 @@ def _tiles(xf, wp, biasf, yf, M, geo, act, has_res, u0, u1, pan0, pan1):
                 continue
             eb, j0 = e3, 0
             if banded:
-                eb, j0 = (1, q1 - q0 + halo, e3[2]), q0
+                eb, j0 = (np.int64(1), q1 - q0 + halo, e3[2]), q0
                 _phase_split(xf, xoff, cg, in3, s3, p6, r3, eb, j0, xs)
             if kk == cg:                 # 1x1 with stride / pads: the split copy is
                 base = 0 if banded else p0
@@ -197,7 +197,7 @@ def _tiles(xf, wp, biasf, yf, M, geo, act, has_res, u0, u1, pan0, pan1):
                               eb, j0, o3, q0, q1, col)
             else:
                 _im2col_rows(xf, xoff, cg, in3, k3, s3, p6, d3, o3, q0, q1, col)
-            gemm_cols(wpf, npan, mg, kk, col, 0, p1 - p0, p1 - p0, yf, yoff, P, bias, act,
+            gemm_cols(wpf, npan, mg, kk, col, I0, p1 - p0, p1 - p0, yf, yoff, P, bias, act,
                       has_res)
 
 
@@ -213,8 +213,8 @@ def _tiles_par(xf, wp, biasf, yf, M, geo, act, has_res, units, nt):
         if by_units:
             u0, u1 = _split(units, nt, t, 1)
             if u1 > u0:
-                _tiles(xf, wp, biasf, yf, M, geo, act, has_res, u0, u1, 0, npan)
+                _tiles(xf, wp, biasf, yf, M, geo, act, has_res, u0, u1, I0, npan)
         else:
             p0, p1 = _split(npan, nt, t, 1)
             if p1 > p0:
-                _tiles(xf, wp, biasf, yf, M, geo, act, has_res, 0, units, p0, p1)
+                _tiles(xf, wp, biasf, yf, M, geo, act, has_res, I0, units, p0, p1)

@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 from .conv import _copy_run, as5d, from5d, pads6, put_window, span, tup3
-from .sgemm import num_threads
+from .sgemm import I0, num_threads
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -486,7 +486,7 @@ def _pool5(x, k3, s3, p6, d3, o3, is_max, count_include_pad):
     if nt > 1 and N * C > 1:
         _pool_par(xf, y, geo, is_max, count_include_pad, scheme, N * C, nt)
     else:
-        _pool_planes(xf, y, geo, is_max, count_include_pad, scheme, 0, N * C)
+        _pool_planes(xf, y, geo, is_max, count_include_pad, scheme, I0, N * C)
     return y.reshape((N, C) + o3)
 
 

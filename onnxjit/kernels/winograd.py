@@ -34,7 +34,7 @@ from numba import njit, prange, types
 from numba.extending import overload
 
 from . import sgemm
-from .sgemm import num_threads
+from .sgemm import I0, num_threads
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -601,9 +601,9 @@ def _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
         V = vbuf[:a2 * C * tc].reshape((a2, C, tc))
         if nt == 1:
             _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[0], Ts[0], Ps[0], halos[0],
-                             0, C)
+                             I0, C)
             _point_gemms(u, V, ybuf, C, M, tc, 0, a2, zb, True)
-            _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[0], 0, M)
+            _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[0], I0, M)
             continue
         for t in prange(nt):
             c0, c1 = _split(C, nt, t)
@@ -640,9 +640,9 @@ def _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
             tc = (g1 - g0) * tw
             V = vbufs[t, :a2 * C * tc].reshape((a2, C, tc))
             _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[t], Ts[t], Ps[t],
-                             halos[t], 0, C)
+                             halos[t], I0, C)
             _point_gemms(u, V, ybufs[t], C, M, tc, 0, a2, zb, False)
-            _output_transform(ybufs[t], m, th, tw, g0, g1, y, b, rf, act, obs[t], 0, M)
+            _output_transform(ybufs[t], m, th, tw, g0, g1, y, b, rf, act, obs[t], I0, M)
 
 
 @njit(inline="always", **_JIT)
