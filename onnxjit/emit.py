@@ -45,7 +45,7 @@ class Statement:
     lines: list
     call: tuple = None
     library: bool = False     # `call` is a library kernel's
-    movement: tuple = None    # (name, SharedKernel, argument sources) the Python driver calls instead
+    movement: tuple = None    # (name, SharedKernel, argument sources, ONNX nodes) the driver calls
 
 
 @dataclass
@@ -176,7 +176,7 @@ class Emitter:
         if kernel.kind != "fused" and call is None and (found := movement_call(expr)):
             params, body, args = found
             shared = shared_kernel(movement_function(params, body), kernels_digest())
-            movement = kernel.name, shared, args
+            movement = kernel.name, shared, args, node_list(kernel)
         return Statement(targets, used, lines + [f"{lhs} = {expr}"], call,
                          library=kernel.kind != "fused" and call is not None, movement=movement)
 
@@ -187,8 +187,8 @@ class Emitter:
 
     def bind_movement(self, statement):
         """Bind a movement statement's shared kernel; (its name, argument sources)."""
-        name, shared, args = statement.movement
-        self.bind(name, shared, f"# ONNX nodes: {statement.lines[0].split(': ', 1)[1]}")
+        name, shared, args, nodes = statement.movement
+        self.bind(name, shared, f"# ONNX nodes: {nodes}")
         return name, args
 
     def bind(self, name, shared, comment):

@@ -45,6 +45,5 @@ def threading_layer():
         return numba.threading_layer()
     except ValueError:          # no parallel kernel has run yet
         from numba.np.ufunc.parallel import _launch_threads
-        preload_tbb()
-        _launch_threads()
+        _launch_threads()       # onnxjit/__init__ has loaded libtbb already
         return numba.threading_layer()

@@ -26,8 +26,8 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-from .sgemm import (_I32, _VEC, KCMAX, L2_PANEL_BYTES, NR, _elem_ptr, _k1, _k4, _k8, _k12, _vload,
-                    _vstore, num_threads)
+from .sgemm import (_I32, _VEC, I0, KCMAX, L2_PANEL_BYTES, NR, _elem_ptr, _k1, _k4, _k8, _k12,
+                    _split, _vload, _vstore, num_threads)
 
 _JIT = dict(cache=True, error_model="numpy")
 _F32_1D = types.Array(types.float32, 1, "C")
@@ -183,14 +183,6 @@ def _bmm_part(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, b0, b1, r0,
                     out[o + j * ccs] = cbuf[i * ldp + j] * s
 
 
-@njit(inline="always", **_JIT)
-def _split(n, parts, t, align):
-    """[start, stop) of part t of [0, n) cut into `parts` near-equal runs (boundaries multiples
-    of `align`)."""
-    units = (n + align - 1) // align
-    return min(n, units * t // parts * align), min(n, units * (t + 1) // parts * align)
-
-
 @njit(parallel=True, **_JIT)
 def _bmm_par(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, nt):
     """``_bmm_part`` over nt threads: runs of batches when there are at least nt, else runs of
@@ -200,11 +192,11 @@ def _bmm_par(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, nt):
     for t in prange(nt):
         if nb >= nt:
             b0, b1 = _split(nb, nt, t, 1)
-            _bmm_part(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, b0, b1, 0, m)
+            _bmm_part(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, b0, b1, I0, m)
         else:
             r0, r1 = _split(m, nt, t, 12)
             if r1 > r0:
-                _bmm_part(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, 0, nb, r0, r1)
+                _bmm_part(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, I0, nb, r0, r1)
 
 
 # Below this many multiply-adds bmm runs on one thread (a fork/join costs a few microseconds).
@@ -235,5 +227,5 @@ def bmm(a, b, aoffs, boffs, coffs, dims, bias, act, scale):
     if nt > 1 and nb * m * k * n >= PAR_MIN_MACS and (nb >= nt or m >= 12 * nt):
         _bmm_par(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, nt)
     else:
-        _bmm_part(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, 0, nb, 0, m)
+        _bmm_part(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, I0, nb, I0, m)
     return out

@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 from .conv import _copy_run, as5d, from5d, pads6, put_window, span, tup3
-from .sgemm import I0, num_threads
+from .sgemm import I0, _split, num_threads
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -514,8 +514,8 @@ def _pool_planes(xf, y, geo, is_max, count_include_pad, scheme, p0, p1):
 def _pool_par(xf, y, geo, is_max, count_include_pad, scheme, planes, nt):
     """_pool_planes over `nt` threads, each a run of the planes (and scratch of its own)."""
     for t in prange(nt):
-        _pool_planes(xf, y, geo, is_max, count_include_pad, scheme, planes * t // nt,
-                     planes * (t + 1) // nt)
+        p0, p1 = _split(planes, nt, t, 1)
+        _pool_planes(xf, y, geo, is_max, count_include_pad, scheme, p0, p1)
 
 
 @njit(**_JIT)
@@ -678,5 +678,5 @@ def _lrn_par(xf, y, N, C, P, size, alpha, beta, bias, nt):
     """_lrn_planes over `nt` threads, each a run of the planes."""
     planes = N * C
     for t in prange(nt):
-        _lrn_planes(xf, y, C, P, size, alpha, beta, bias, planes * t // nt,
-                    planes * (t + 1) // nt)
+        p0, p1 = _split(planes, nt, t, 1)
+        _lrn_planes(xf, y, C, P, size, alpha, beta, bias, p0, p1)

@@ -34,7 +34,7 @@ from numba import njit, prange, types
 from numba.extending import overload
 
 from . import sgemm
-from .sgemm import I0, num_threads
+from .sgemm import I0, _split, num_threads
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -602,18 +602,18 @@ def _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
         if nt == 1:
             _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[0], Ts[0], Ps[0], halos[0],
                              I0, C)
-            _point_gemms(u, V, ybuf, C, M, tc, 0, a2, zb, True)
+            _point_gemms(u, V, ybuf, C, M, tc, I0, a2, zb, True)
             _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[0], I0, M)
             continue
         for t in prange(nt):
-            c0, c1 = _split(C, nt, t)
+            c0, c1 = _split(C, nt, t, 1)
             _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[t], Ts[t], Ps[t], halos[t],
                              c0, c1)
         for t in prange(nt):
-            p0, p1 = _split(a2, nt, t)
+            p0, p1 = _split(a2, nt, t, 1)
             _point_gemms(u, V, ybuf, C, M, tc, p0, p1, zb, False)
         for t in prange(nt):
-            m0, m1 = _split(M, nt, t)
+            m0, m1 = _split(M, nt, t, 1)
             _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[t], m0, m1)
 
 
@@ -633,7 +633,7 @@ def _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
     zb = np.zeros(16, x.dtype)
     rf = _flat_res(res, y)
     for t in prange(nt):
-        k0, k1 = _split(nchunks, nt, t)
+        k0, k1 = _split(nchunks, nt, t, 1)
         for k in range(k0, k1):
             g0 = k * rows
             g1 = min(nrows, g0 + rows)
@@ -641,24 +641,18 @@ def _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
             V = vbufs[t, :a2 * C * tc].reshape((a2, C, tc))
             _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[t], Ts[t], Ps[t],
                              halos[t], I0, C)
-            _point_gemms(u, V, ybufs[t], C, M, tc, 0, a2, zb, False)
+            _point_gemms(u, V, ybufs[t], C, M, tc, I0, a2, zb, False)
             _output_transform(ybufs[t], m, th, tw, g0, g1, y, b, rf, act, obs[t], I0, M)
 
 
 @njit(inline="always", **_JIT)
 def _flat_res(res, y):
     """The residual flattened, or an empty array for none.  Parallel regions get this, never
-    an Optional: Numba 0.6x lowers an Optional array captured by a prange body wrongly (the
+    an Optional: Numba 0.68 lowers an Optional array captured by a prange body wrongly (the
     residual was dropped on some calls)."""
     if res is None:
         return np.empty(0, y.dtype)
     return res.reshape(res.size)
-
-
-@njit(inline="always", **_JIT)
-def _split(n, parts, t):
-    """[start, stop) of part t when [0, n) is cut into `parts` near-equal runs."""
-    return n * t // parts, n * (t + 1) // parts
 
 
 @njit(**_JIT)
