@@ -71,6 +71,8 @@ def check_pool(op, x, at):
 # --------------------------------------------------------------------------- pools
 # Comments name the scheme pool._pool5 picks: whole (one window covers each plane), same
 # (stride 1, output size == input size: masked axis passes), phase (padded phase buffers).
+# float32 windows 2 or 3 columns wide at column stride 2 take the rows scheme on AVX-512
+# (vertical pass, deinterleaving horizontal pass); float64 the phase one.
 POOL_CASES = [
     # light-model configurations (fewer channels)
     ((1, 5, 28, 28), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # same
@@ -103,6 +105,16 @@ POOL_CASES = [
     ((1, 2, 6, 6), {"kernel_shape": [1, 3], "pads": [0, 1, 0, 1]}),  # same, one active axis
     ((1, 2, 8, 8), {"kernel_shape": [3, 3], "dilations": [3, 3], "strides": [2, 2],
                     "pads": [1, 1, 1, 1], "ceil_mode": 1}),
+    # rows scheme edges: exactly 16 and 17 outputs per row, row dilation, left pad only,
+    # windows past the input (ceil_mode), a 3-D pool with a depth-1 kernel
+    ((1, 2, 5, 33), {"kernel_shape": [3, 3], "strides": [2, 2]}),
+    ((1, 2, 5, 34), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ((1, 2, 6, 35), {"kernel_shape": [3, 3], "strides": [2, 2]}),
+    ((1, 2, 9, 12), {"kernel_shape": [3, 3], "strides": [3, 2], "dilations": [2, 1]}),
+    ((1, 2, 8, 9), {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [1, 1, 0, 0]}),
+    ((1, 2, 8, 10), {"kernel_shape": [2, 3], "strides": [1, 2], "ceil_mode": 1}),
+    ((1, 2, 3, 6, 9), {"kernel_shape": [1, 3, 3], "strides": [1, 2, 2],
+                       "pads": [0, 1, 1, 0, 1, 1]}),
     # 1-D and 3-D
     ((2, 3, 11), {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
     ((2, 3, 11), {"kernel_shape": [5], "pads": [2, 2]}),  # same

@@ -8,19 +8,26 @@ of taps inside the input (count_include_pad=0) or inside [-pad_begin, S+pad_end)
 window with no counted tap gives NaN.  MaxPool propagates NaN (np.maximum semantics).  Arrays
 must be C-contiguous.
 
-MaxPool and AveragePool pick one of three schemes (``_pool5``), all built from long flat
-loops, because LLVM vectorises those and runs per-row loops over 7..28 columns mostly scalar:
+MaxPool and AveragePool pick one of four schemes (``_pool5``), all built from long flat
+loops or explicit 16-lane vectors, because LLVM vectorises those and runs per-row loops over
+7..28 columns mostly scalar:
 
 * whole plane (one window covers each plane, e.g. 7x7 on 7x7): a reduction per plane;
 * stride 1 with output size == input size: separable masked passes, no padded copy;
+* float32 2-D windows 2 or 3 wide at column stride 2 (2x2/2, 3x3/2: most CNN pools), on
+  AVX-512: per output row, a vertical pass and a deinterleaving horizontal one (``_pool_rows``);
 * anything else: padded phase-split copies of a block of planes, one run per tap group.
 """
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import errors
+from numba.extending import intrinsic, overload
 
 from .conv import _copy_run, as5d, from5d, pads6, put_window, span, tup3
-from .sgemm import I0, _split, num_threads
+from .sgemm import (_F32_1D, _I32, _VEC, I0, _elem_ptr, _lane_op, _split, _vadd, _vbcast, _vload,
+                    _vloadm, _vmul, _vstore, _vstorem, f32x16, has_avx512, num_threads)
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -417,6 +424,139 @@ def _pool_same(xf, y, in3, k3, p6, d3, is_max, count_include_pad, p0, p1):
 
 
 # ---------------------------------------------------------------- one window per plane
+# ---------------------------------------------------------------- 2-D windows by rows
+# Windows over (H, W) with column stride 2, 2 or 3 columns wide (2x2/2, 3x3/2 and the like),
+# float32 on AVX-512.  Per output row, the input rows its window covers are combined
+# (max or sum) into one padded row vb, 16 columns per vector; each output is then the op of
+# the even, odd (and next even) elements of vb from 2*ow, which two vector loads and a
+# shuffle give for 16 outputs at once.  LLVM's own vectoriser leaves these stride-2 reads
+# scalar (3-4x slower); the phase-split scheme reads and writes the input twice more.
+_SHUF_EVEN = ir.Constant(ir.VectorType(_I32, 16), list(range(0, 32, 2)))
+_SHUF_ODD = ir.Constant(ir.VectorType(_I32, 16), list(range(1, 32, 2)))
+
+
+def _half_op(name, mask, doc):
+    """An intrinsic: 16 alternate elements of a[i:i+32], picked by shuffle `mask`."""
+    def op(typingctx, a, i):
+        if a != _F32_1D:
+            return None
+
+        def codegen(context, builder, sig, args):
+            vp = builder.bitcast(_elem_ptr(context, builder, sig.args[0], args[0], args[1]),
+                                 _VEC.as_pointer())
+            lo = builder.load(vp, align=4)
+            hi = builder.load(builder.gep(vp, [_I32(1)]), align=4)
+            return builder.shuffle_vector(lo, hi, mask)
+        return f32x16(a, types.intp), codegen
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    return intrinsic(op)
+
+
+_vevens = _half_op("_vevens", _SHUF_EVEN, "a[i], a[i+2], ..., a[i+30] (no bounds check).")
+_vodds = _half_op("_vodds", _SHUF_ODD, "a[i+1], a[i+3], ..., a[i+31] (no bounds check).")
+_vdiv = _lane_op("_vdiv", "fdiv", "a / b.")
+
+
+@intrinsic
+def _vmaxn(typingctx, a, b):
+    """Lane-wise max(a, b) propagating a NaN in either (as _mx)."""
+    def codegen(context, builder, sig, args):
+        a, b = args
+        take_b = builder.or_(builder.fcmp_ordered(">", b, a), builder.fcmp_unordered("uno", b, b))
+        return builder.select(take_b, b, a)
+    return f32x16(f32x16, f32x16), codegen
+
+
+def rows_scheme_fits(x, k3, s3, p6, d3, o3, in3):
+    """Whether _pool_rows handles this window over x (see above); only callable when jitted."""
+    raise NotImplementedError
+
+
+@overload(rows_scheme_fits)
+def _rows_scheme_fits(x, k3, s3, p6, d3, o3, in3):
+    if x.dtype != types.float32 or not has_avx512():
+        return lambda x, k3, s3, p6, d3, o3, in3: False
+
+    def fits(x, k3, s3, p6, d3, o3, in3):
+        return (k3[0] == 1 and s3[0] == 1 and p6[0] == 0 and p6[3] == 0 and o3[0] == in3[0]
+                and s3[2] == 2 and d3[2] == 1 and (k3[2] == 2 or k3[2] == 3))
+    return fits
+
+
+def _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1):
+    """Max or average pool of planes [p0, p1) of flat float32 x into flat y for windows that
+    rows_scheme_fits accepts (each depth slice a plane of its own)."""
+    raise NotImplementedError
+
+
+@overload(_pool_rows)
+def _pool_rows_impl(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1):
+    if xf.dtype != types.float32:
+        def unused(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1):
+            raise ValueError("_pool_rows: float32 only")
+        return unused
+
+    def impl(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1):
+        D, H, W = in3
+        OH, OW = o3[1], o3[2]
+        kh, kw, sh, dh = k3[1], k3[2], s3[1], d3[1]
+        pt, pl = p6[1], p6[2]
+        if p1 <= p0 or OH * OW == 0:
+            return
+        vlen = 2 * (OW - 1) + kw                  # the padded row the windows read
+        ncol = max(0, min(W, vlen - pl))          # input columns some window reads
+        pad = np.float32(-np.inf if is_max else 0.0)
+        # room for the last 16 outputs' two 32-float loads, from 2*ow + 2 at most
+        vb = np.full(max(pl + ncol, 2 * ((OW + 15) // 16 * 16) + 34), pad)
+        padv = np.full(16, pad)
+        cnt = np.zeros(OH + (OW + 15) // 16 * 16, np.float32)  # average: rows, then columns
+        if not is_max:
+            for ax in range(2):
+                S, k, s, d, pb = in3[ax + 1], k3[ax + 1], s3[ax + 1], d3[ax + 1], p6[ax + 1]
+                for o in range(o3[ax + 1]):
+                    if count_include_pad:
+                        a0, a1 = span(o * s, S + pb + p6[ax + 4], d, k)
+                    else:
+                        a0, a1 = span(o * s - pb, S, d, k)
+                    cnt[ax * OH + o] = a1 - a0
+        for plane in range(p0 * D, p1 * D):
+            for oh in range(OH):
+                h0 = oh * sh - pt
+                r0, r1 = span(h0, H, dh, kh)
+                for j in range(0, ncol, 16):   # vertical: vb[pl + j] = op of the rows
+                    n = min(16, ncol - j)
+                    acc = _vload(padv, 0)      # stays padding when no row is inside
+                    for r in range(r0, r1):
+                        at = (plane * H + h0 + r * dh) * W + j
+                        v = _vload(xf, at) if n == 16 else _vloadm(xf, at, n)
+                        acc = _vmaxn(acc, v) if is_max else _vadd(acc, v)
+                    if n == 16:
+                        _vstore(vb, pl + j, acc)
+                    else:
+                        _vstorem(vb, pl + j, acc, n)
+                dst = (plane * OH + oh) * OW
+                if not is_max:
+                    ch = _vbcast(cnt, oh)
+                for i in range(0, OW, 16):     # horizontal: 16 outputs per step
+                    a, b = _vevens(vb, 2 * i), _vodds(vb, 2 * i)
+                    if is_max:
+                        v = _vmaxn(a, b)
+                        if kw == 3:
+                            v = _vmaxn(v, _vevens(vb, 2 * i + 2))
+                    else:
+                        v = _vadd(a, b)
+                        if kw == 3:
+                            v = _vadd(v, _vevens(vb, 2 * i + 2))
+                        v = _vdiv(v, _vmul(ch, _vload(cnt, OH + i)))
+                    n = min(16, OW - i)
+                    if n == 16:
+                        _vstore(y, dst + i, v)
+                    else:
+                        _vstorem(y, dst + i, v, n)
+    return impl
+
+
 @njit(fastmath={"reassoc", "contract"}, **_JIT)
 def _plane_sum(xf, s0, n):
     """Sum of xf[s0:s0+n] in float64 (reassociated, so it vectorises)."""
@@ -476,7 +616,8 @@ def _pool5(x, k3, s3, p6, d3, o3, is_max, count_include_pad):
         S, k, d = in3[ax], k3[ax], d3[ax]
         whole = whole and o3[ax] == 1 and (d == 1 or k == 1) and k - p6[ax] >= S
         same = same and s3[ax] == 1 and o3[ax] == S
-    scheme = 0 if whole else 1 if same and k3[0] * k3[1] * k3[2] > 1 else 2
+    scheme = 0 if whole else 1 if same and k3[0] * k3[1] * k3[2] > 1 else \
+        3 if rows_scheme_fits(x, k3, s3, p6, d3, o3, in3) else 2
     y = np.empty(N * C * o3[0] * o3[1] * o3[2], x.dtype)
     xf = np.ascontiguousarray(x).reshape(x.size)
     nt = num_threads() if y.size * k3[0] * k3[1] * k3[2] >= POOL_PAR_MIN else 1
@@ -506,6 +647,8 @@ def _pool_planes(xf, y, geo, is_max, count_include_pad, scheme, p0, p1):
         _pool_whole(xf, y, in3, k3, s3, p6, d3, is_max, count_include_pad, p0, p1)
     elif scheme == 1:
         _pool_same(xf, y, in3, k3, p6, d3, is_max, count_include_pad, p0, p1)
+    elif scheme == 3:
+        _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1)
     else:
         _pool_flat(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1)
 
