@@ -292,3 +292,31 @@ def test_depthwise_conv_through_the_backend(stride, with_relu):
                                rtol=1e-4, atol=1e-5)
     assert "__k_depthwise.depthwise_conv(" in rep.source()
     assert [k.kind for k in rep.compiled().kernels] == ["call"]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("at", [
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [2, 2], "strides": [2, 2]},
+    {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
+])
+def test_maxpool_8bit_through_the_backend(dtype, at):
+    """int8/uint8 MaxPool (opset 12+) runs in float32, where every 8-bit value is exact; the
+    Indices output is unchanged. Oracle: onnxruntime (see the module doc)."""
+    import onnxjit.backend
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(3).integers(info.min, info.max + 1, (1, 3, 9, 10)).astype(dtype)
+    tp = oh.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    graph = oh.make_graph([oh.make_node("MaxPool", ["x"], ["y", "i"], **at)], "g",
+                          [oh.make_tensor_value_info("x", tp, x.shape)],
+                          [oh.make_tensor_value_info("y", tp, None),
+                           oh.make_tensor_value_info("i", oh.np_dtype_to_tensor_dtype(
+                               np.dtype(np.int64)), None)])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)])
+    model.ir_version = 10
+    y, idx = onnxjit.backend.prepare(model).run([x])
+    ref_y, ref_i = ort.InferenceSession(model.SerializeToString(),
+                                        providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(y, ref_y)
+    np.testing.assert_array_equal(idx, ref_i)

@@ -7,6 +7,7 @@ from ..ir import Value, const_value
 from ..kernels import conv_packed, sgemm, shapes, winograd
 from ..source import lit
 from ..registry import peephole, register
+from .elementwise import _cast
 
 from ..ir import NARROW_FLOATS
 
@@ -242,16 +243,21 @@ def ConvTranspose(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1,
 @register("MaxPool", 1)
 def MaxPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None,
             pads=None, storage_order=0, strides=None):
+    narrow = x.dtype if x.dtype in (np.dtype(np.int8), np.dtype(np.uint8)) else None
+    if narrow is not None:   # int8/uint8 (opset 12+): every value is exact in float32
+        x = _cast(ctx, x, np.float32)
     _float_only(ctx, x)
     s, p, d, out = shapes.pool_geometry(auto_pad, x.shape[2:], tuple(kernel_shape), strides,
                                         dilations, pads, ceil_mode)
     shape = x.shape[:2] + tuple(out)
     geometry = f"{ctx.lit(tuple(kernel_shape))}, {ctx.lit(s)}, {ctx.lit(p)}, {ctx.lit(d)}, {ctx.lit(out)}"
     if len(ctx.node.output) > 1 and ctx.node.output[1]:
-        return ctx.call_multi(f"__k_pool.maxpool_with_indices({{0}}, {geometry}, "
-                              f"{ctx.lit(int(storage_order))})", x,
-                              outs=[(shape, x.dtype), (shape, np.int64)])
-    return ctx.call(f"__k_pool.maxpool({{0}}, {geometry})", x, shape=shape, dtype=x.dtype)
+        y, idx = ctx.call_multi(f"__k_pool.maxpool_with_indices({{0}}, {geometry}, "
+                                f"{ctx.lit(int(storage_order))})", x,
+                                outs=[(shape, x.dtype), (shape, np.int64)])
+        return [_cast(ctx, y, narrow) if narrow is not None else y, idx]
+    y = ctx.call(f"__k_pool.maxpool({{0}}, {geometry})", x, shape=shape, dtype=x.dtype)
+    return _cast(ctx, y, narrow) if narrow is not None else y
 
 
 @register("AveragePool", 1)
