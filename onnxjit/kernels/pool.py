@@ -22,7 +22,6 @@ loops or explicit 16-lane vectors, because LLVM vectorises those and runs per-ro
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
-from numba.core import errors
 from numba.extending import intrinsic, overload
 
 from .conv import _copy_run, as5d, from5d, pads6, put_window, span, tup3
@@ -423,7 +422,6 @@ def _pool_same(xf, y, in3, k3, p6, d3, is_max, count_include_pad, p0, p1):
             _div_run(y, nc0 * P, cnt, n)
 
 
-# ---------------------------------------------------------------- one window per plane
 # ---------------------------------------------------------------- 2-D windows by rows
 # Windows over (H, W) with column stride 2, 2 or 3 columns wide (2x2/2, 3x3/2 and the like),
 # float32 on AVX-512.  Per output row, the input rows its window covers are combined
@@ -557,6 +555,7 @@ def _pool_rows_impl(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p
     return impl
 
 
+# ---------------------------------------------------------------- one window per plane
 @njit(fastmath={"reassoc", "contract"}, **_JIT)
 def _plane_sum(xf, s0, n):
     """Sum of xf[s0:s0+n] in float64 (reassociated, so it vectorises)."""

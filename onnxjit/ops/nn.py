@@ -243,8 +243,8 @@ def ConvTranspose(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1,
 @register("MaxPool", 1)
 def MaxPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None,
             pads=None, storage_order=0, strides=None):
-    narrow = x.dtype if x.dtype in (np.dtype(np.int8), np.dtype(np.uint8)) else None
-    if narrow is not None:   # int8/uint8 (opset 12+): every value is exact in float32
+    dtype = x.dtype
+    if dtype in (np.dtype(np.int8), np.dtype(np.uint8)):  # opset 12+: exact in float32
         x = _cast(ctx, x, np.float32)
     _float_only(ctx, x)
     s, p, d, out = shapes.pool_geometry(auto_pad, x.shape[2:], tuple(kernel_shape), strides,
@@ -255,9 +255,9 @@ def MaxPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape
         y, idx = ctx.call_multi(f"__k_pool.maxpool_with_indices({{0}}, {geometry}, "
                                 f"{ctx.lit(int(storage_order))})", x,
                                 outs=[(shape, x.dtype), (shape, np.int64)])
-        return [_cast(ctx, y, narrow) if narrow is not None else y, idx]
+        return [_cast(ctx, y, dtype), idx]   # _cast returns y itself when dtype is y's
     y = ctx.call(f"__k_pool.maxpool({{0}}, {geometry})", x, shape=shape, dtype=x.dtype)
-    return _cast(ctx, y, narrow) if narrow is not None else y
+    return _cast(ctx, y, dtype)
 
 
 @register("AveragePool", 1)
