@@ -49,7 +49,9 @@ def shared_kernel(function_of, kernels_digest):
         mods = sorted(set(re.findall(r"\b__k_([a-z][a-z0-9_]*)\.", function)))
         header = template("shared_file.py.tmpl").substitute(
             library=f"\n# Calls library kernels {kernels_digest}." if mods else "",
-            imports="".join(f"\nfrom onnxjit.kernels import {m} as __k_{m}" for m in mods))
+            imports="".join(f"\nfrom onnxjit.kernels import {m} as __k_{m}" for m in mods)
+            + ("\nfrom onnxjit.kernels import PRANGE_ONLY as __PRANGE_ONLY"
+               if "parallel=__PRANGE_ONLY" in function else ""))
         return header + "\n\n" + function, function
 
     name = "f_" + hashlib.sha256(file_text("f_")[0].encode()).hexdigest()[:20]
@@ -77,7 +79,7 @@ def function_text(kernel, name):
     buf.splice(template("fused_kernel.py.tmpl").substitute(
         name=name, params=", ".join(params), ops=", ".join(comment_text(op) for op in ops),
         options=("" if exact else f", fastmath={FUSED_FASTMATH}")
-        + (", parallel=True" if parallel else "")))
+        + (", parallel=__PRANGE_ONLY" if parallel else "")))
     with buf.indent():
         bounds = [f"n{k}" for k in range(len(groups))]
         for n, g in zip(bounds, groups):

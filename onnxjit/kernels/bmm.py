@@ -26,6 +26,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
+from . import PRANGE_ONLY
 from .sgemm import (_I32, _VEC, I0, KCMAX, L2_PANEL_BYTES, NR, _elem_ptr, _k1, _k4, _k8, _k12,
                     _split, _vload, _vstore, num_threads)
 
@@ -183,7 +184,7 @@ def _bmm_part(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, b0, b1, r0,
                     out[o + j * ccs] = cbuf[i * ldp + j] * s
 
 
-@njit(parallel=True, **_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def _bmm_par(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, nt):
     """``_bmm_part`` over nt threads: runs of batches when there are at least nt, else runs of
     rows (multiples of 12) of every batch, each thread packing B itself."""

@@ -17,6 +17,7 @@ slower than one thread).
 import numpy as np
 from numba import njit, prange
 
+from . import PRANGE_ONLY
 from .conv import (_PW_MIN_TILE_COLS, _PW_TILE_BYTES, _SPLIT_MIN_KW, _im2col_rows,
                    _im2col_split, _phase_split, as5d, from5d, opt5, pads6, put_window,
                    tup3)
@@ -201,7 +202,7 @@ def _tiles(xf, wp, biasf, yf, M, geo, act, has_res, u0, u1, pan0, pan1):
                       has_res)
 
 
-@njit(parallel=True, **_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def _tiles_par(xf, wp, biasf, yf, M, geo, act, has_res, units, nt):
     """``_tiles`` over `nt` threads: each takes a run of the units or, when the units share
     out worse than the panels of output channels (a single tile, say), every unit for a run

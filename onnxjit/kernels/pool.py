@@ -24,6 +24,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic, overload
 
+from . import PRANGE_ONLY
 from .conv import _copy_run, as5d, from5d, pads6, put_window, span, tup3
 from .sgemm import (_F32_1D, _I32, _VEC, I0, _elem_ptr, _lane_op, _split, _vadd, _vbcast, _vload,
                     _vloadm, _vmul, _vstore, _vstorem, f32x16, has_avx512, num_threads)
@@ -652,7 +653,7 @@ def _pool_planes(xf, y, geo, is_max, count_include_pad, scheme, p0, p1):
         _pool_flat(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1)
 
 
-@njit(parallel=True, **_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def _pool_par(xf, y, geo, is_max, count_include_pad, scheme, planes, nt):
     """_pool_planes over `nt` threads, each a run of the planes (and scratch of its own)."""
     for t in prange(nt):
@@ -815,7 +816,7 @@ def _lrn_planes(xf, y, C, P, size, alpha, beta, bias, p0, p1):
                 y[o + q] = xf[o + q] / (k + a * acc[q]) ** beta
 
 
-@njit(parallel=True, **_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def _lrn_par(xf, y, N, C, P, size, alpha, beta, bias, nt):
     """_lrn_planes over `nt` threads, each a run of the planes."""
     planes = N * C

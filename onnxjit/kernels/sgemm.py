@@ -36,6 +36,7 @@ from numba.core import cgutils
 from numba.core.datamodel import models
 from numba.extending import intrinsic, register_model
 from numba.np.ufunc.parallel import _launch_threads
+from . import PRANGE_ONLY
 
 _launch_threads()  # registers the threading layer's symbols (num_threads, prange) with LLVM
 
@@ -895,7 +896,7 @@ def _split(n, parts, t, align):
     return min(n, units * t // parts * align), min(n, units * (t + 1) // parts * align)
 
 
-@njit(parallel=True, **_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def _sgemm_par(af, m, k, bpf, npan, biasf, act, cf, ldc, nt):
     """``_sgemm_block`` over `nt` threads: contiguous runs of panels when there are at least
     2 per thread (A is shared, each thread streams its own part of B), else runs of rows
@@ -1734,7 +1735,7 @@ def _small_product(xf, xo, c, hw, wpf, m, p0, p1, i0, i1, xt, zbias, yt, ldt):
         _small_panels(xf, xo, c, hw, wpf, p0, p1, i0, i1, yt, ldt)
 
 
-@njit(parallel=True, **_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def _conv1x1_small_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbias, yt, nt):
     """``_conv1x1_small`` on `nt` threads: per image, the product cut into `nt` runs of W's
     panels (2 or more each) or else of pixels (multiples of 12), then the output rows."""
@@ -1839,7 +1840,7 @@ def _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, col0, c
               img * m * hw + col0, hw, biasf, act, has_res)
 
 
-@njit(parallel=True, **_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def _conv1x1_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, nimg, nt):
     """``_conv1x1_cols`` on `nt` threads: each image's columns cut into `nt` runs (multiples
     of 32 columns, so only the last run has a ragged tile)."""

@@ -33,6 +33,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
+from . import PRANGE_ONLY
 from . import sgemm
 from .sgemm import I0, _split, num_threads
 
@@ -89,14 +90,18 @@ def use_winograd(C: int, M: int, H: int, W: int, N: int = 1) -> int:
     against the im2col + OpenBLAS kernel (float32, this machine):
 
     * F(4x4) beats F(2x2) once the image is about 20 pixels or more on its short side
-      (28x28 and up: 0.3-0.7x of im2col); below that F(2x2) wastes less on partial tiles.
+      (28x28 and up: 0.3-0.7x of im2col); below that F(2x2) wastes less on partial tiles,
+      except on sides that are multiples of 4 (no partial tiles) from 16 up with at most
+      128x128 channels: at 16x16, 32->64 channels 47 us against 66, 128->128 233 against
+      388 (256->256: 1.7 ms against 1.5, U of F(4x4) no longer fits in L2).
     * With few tiles the per-point GEMMs stream the transformed filters U (16/9 or 4x the
       weights) and become memory bound: N=1 512x512x7x7 (16.8 MB of U for 16 tiles) runs
       ~1.2x im2col, 512x512x4x4 ~1.9x, while 256x256 and smaller stay ahead down to 3x3.
     """
     if min(C, M, H, W, N) < 1:
         return 0
-    m = 4 if min(H, W) >= 20 else 2
+    whole4 = H % 4 == 0 and W % 4 == 0 and min(H, W) >= 16 and C * M <= 128 * 128
+    m = 4 if min(H, W) >= 20 or whole4 else 2
     tw = -(-W // m)
     if tw > _TCMAX or M * tw > _LDY:  # scratch-buffer limits of conv3x3
         return 0
@@ -568,6 +573,8 @@ _MIN_CHUNK_COLS = 64  # narrower GEMMs lose more to BLAS overhead than they gain
 _PAR_MIN_MACS = 1 << 20  # below this (output pixels x M x C) one thread does it all
 _CHUNKS_MIN_MACS = 1 << 17  # ... unless whole chunks go to threads (_conv3x3_chunks),
 _CHUNKS_MAX_U = 1 << 20  # done while U (alpha^2 x C x M) is at most this many bytes
+_CHUNK_MIN_TILES = 32  # ... and each thread gets this many tiles (the GEMM kernels' width;
+# at 16x16 by F(4x4), 8 tiles per thread ran 1.5-2x the one-thread time)
 
 
 @njit(inline="always", **_JIT)
@@ -582,7 +589,7 @@ def _thread_scratch(x, nt, rows, th, tw, m):
             np.empty((nt, alpha * 2 * rows), x.dtype), np.empty((nt, m * _LDO), x.dtype))
 
 
-@njit(parallel=True, **_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
     """The chunk loop of ``conv3x3`` with each phase split over `nt` threads (each with its
     own scratch): the input transform by input channels, the point GEMMs by points, the
@@ -617,7 +624,7 @@ def _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
             _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[t], m0, m1)
 
 
-@njit(parallel=True, **_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
     """The chunk loop of ``conv3x3`` with whole chunks split over `nt` threads, each with
     its own V, Y and scratch: one fork/join per Conv instead of three per chunk, for convs
@@ -687,7 +694,7 @@ def conv3x3(x, u, b, pads, act, res):
     macs = N * OH * OW * M * C
     nt = num_threads()
     if nt > 1 and macs >= _CHUNKS_MIN_MACS and a2 * C * M * x.itemsize <= _CHUNKS_MAX_U \
-            and nrows >= nt:
+            and nrows >= nt and (nrows // nt) * tw >= _CHUNK_MIN_TILES:
         rows = min(rows, (nrows + nt - 1) // nt)
         nchunks = (nrows + rows - 1) // rows
         nchunks = (nchunks + nt - 1) // nt * nt  # a whole number of chunks per thread
