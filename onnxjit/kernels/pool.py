@@ -22,12 +22,13 @@ loops or explicit 16-lane vectors, because LLVM vectorises those and runs per-ro
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
+from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from . import PRANGE_ONLY
 from .conv import _copy_run, as5d, from5d, pads6, put_window, span, tup3
-from .sgemm import (_F32_1D, _I32, _VEC, I0, _elem_ptr, _lane_op, _split, _vadd, _vbcast, _vload,
-                    _vloadm, _vmul, _vstore, _vstorem, f32x16, has_avx512, num_threads)
+from .sgemm import (_F32_1D, _I32, _VEC, I0, _elem_ptr, _lane_op, _splat, _split, _vadd,
+                    _vbcast, _vload, _vmul, _vstore, _vstorem, f32x16, has_avx512, num_threads)
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -425,36 +426,69 @@ def _pool_same(xf, y, in3, k3, p6, d3, is_max, count_include_pad, p0, p1):
 
 # ---------------------------------------------------------------- 2-D windows by rows
 # Windows over (H, W) with column stride 2, 2 or 3 columns wide (2x2/2, 3x3/2 and the like),
-# float32 on AVX-512.  Per output row, the input rows its window covers are combined
-# (max or sum) into one padded row vb, 16 columns per vector; each output is then the op of
-# the even, odd (and next even) elements of vb from 2*ow, which two vector loads and a
-# shuffle give for 16 outputs at once.  LLVM's own vectoriser leaves these stride-2 reads
-# scalar (3-4x slower); the phase-split scheme reads and writes the input twice more.
+# float32 on AVX-512, 16 outputs of a row at a time and all in registers: for each input row
+# of the window, two vector loads cover the 32 columns from 2*ow - pl (a third the 33rd, for
+# 3 wide) and are combined (max or sum) across the rows; a shuffle of the two then gives the
+# even and the odd columns, one more lane shift the next even ones.  Columns outside the
+# input (pads, ceil_mode) are masked loads of the padding value.  LLVM's own vectoriser
+# leaves these stride-2 reads scalar (3-4x slower); the phase-split scheme reads and writes
+# the input twice more, and combining the rows into a buffer first cost a store and a
+# reload of every column (0.8 us per 64x64 plane against 0.3).
 _SHUF_EVEN = ir.Constant(ir.VectorType(_I32, 16), list(range(0, 32, 2)))
 _SHUF_ODD = ir.Constant(ir.VectorType(_I32, 16), list(range(1, 32, 2)))
+_SHUF_NEXT = ir.Constant(ir.VectorType(_I32, 16), list(range(1, 17)))
 
 
-def _half_op(name, mask, doc):
-    """An intrinsic: 16 alternate elements of a[i:i+32], picked by shuffle `mask`."""
-    def op(typingctx, a, i):
-        if a != _F32_1D:
-            return None
-
+def _shuffle_op(name, mask, doc):
+    """An intrinsic: 16 lanes picked by shuffle `mask` from the 32 of two vectors a, b."""
+    def op(typingctx, a, b):
         def codegen(context, builder, sig, args):
-            vp = builder.bitcast(_elem_ptr(context, builder, sig.args[0], args[0], args[1]),
-                                 _VEC.as_pointer())
-            lo = builder.load(vp, align=4)
-            hi = builder.load(builder.gep(vp, [_I32(1)]), align=4)
-            return builder.shuffle_vector(lo, hi, mask)
-        return f32x16(a, types.intp), codegen
+            return builder.shuffle_vector(args[0], args[1], mask)
+        return f32x16(f32x16, f32x16), codegen
     op.__name__ = op.__qualname__ = name
     op.__doc__ = doc
     return intrinsic(op)
 
 
-_vevens = _half_op("_vevens", _SHUF_EVEN, "a[i], a[i+2], ..., a[i+30] (no bounds check).")
-_vodds = _half_op("_vodds", _SHUF_ODD, "a[i+1], a[i+3], ..., a[i+31] (no bounds check).")
+_vevens = _shuffle_op("_vevens", _SHUF_EVEN, "a[0], a[2], ..., a[14], b[0], ..., b[14].")
+_vodds = _shuffle_op("_vodds", _SHUF_ODD, "a[1], a[3], ..., a[15], b[1], ..., b[15].")
+_vnext = _shuffle_op("_vnext", _SHUF_NEXT, "a[1], ..., a[15], b[0]: a shifted by one lane.")
 _vdiv = _lane_op("_vdiv", "fdiv", "a / b.")
+
+
+@intrinsic
+def _vload_span(typingctx, a, i, lo, hi, fill):
+    """a[i+k] in the lanes lo <= k < hi, `fill` in the others, which are never read
+    (llvm.masked.load): they may lie outside a, before it as well as past its end."""
+    if a != _F32_1D or fill != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        ity = ir.VectorType(_I32, 16)
+        iota = ir.Constant(ity, list(range(16)))
+
+        def splat(x):
+            v = builder.insert_element(ir.Constant(ity, ir.Undefined), builder.trunc(x, _I32),
+                                       _I32(0))
+            return builder.shuffle_vector(v, ir.Constant(ity, ir.Undefined),
+                                          ir.Constant(ity, [0] * 16))
+        m = builder.and_(builder.icmp_signed(">=", iota, splat(args[2])),
+                         builder.icmp_signed("<", iota, splat(args[3])))
+        p = _elem_ptr(context, builder, sig.args[0], args[0], args[1])
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(_VEC, [_VEC.as_pointer(), _I32, m.type, _VEC]),
+            "llvm.masked.load.v16f32.p0")
+        return builder.call(fn, [builder.bitcast(p, _VEC.as_pointer()), _I32(4), m,
+                                 _splat(builder, args[4])])
+    return f32x16(a, types.intp, types.intp, types.intp, types.float32), codegen
+
+
+@njit(inline="always", **_JIT)
+def _row_vec(xf, row, W, c, pad):
+    """Columns c .. c+15 of the input row starting at xf[row] (width W), `pad` outside it."""
+    if c >= 0 and c + 16 <= W:
+        return _vload(xf, row + c)
+    return _vload_span(xf, row + c, max(0, -c), min(16, W - c), pad)
 
 
 @intrinsic
@@ -503,12 +537,7 @@ def _pool_rows_impl(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p
         pt, pl = p6[1], p6[2]
         if p1 <= p0 or OH * OW == 0:
             return
-        vlen = 2 * (OW - 1) + kw                  # the padded row the windows read
-        ncol = max(0, min(W, vlen - pl))          # input columns some window reads
         pad = np.float32(-np.inf if is_max else 0.0)
-        # room for the last 16 outputs' two 32-float loads, from 2*ow + 2 at most
-        vb = np.full(max(pl + ncol, 2 * ((OW + 15) // 16 * 16) + 34), pad)
-        padv = np.full(16, pad)
         cnt = np.zeros(OH + (OW + 15) // 16 * 16, np.float32)  # average: rows, then columns
         if not is_max:
             for ax in range(2):
@@ -519,34 +548,36 @@ def _pool_rows_impl(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p
                     else:
                         a0, a1 = span(o * s - pb, S, d, k)
                     cnt[ax * OH + o] = a1 - a0
+        padv = _vbcast(np.full(1, pad), 0)
         for plane in range(p0 * D, p1 * D):
             for oh in range(OH):
                 h0 = oh * sh - pt
                 r0, r1 = span(h0, H, dh, kh)
-                for j in range(0, ncol, 16):   # vertical: vb[pl + j] = op of the rows
-                    n = min(16, ncol - j)
-                    acc = _vload(padv, 0)      # stays padding when no row is inside
-                    for r in range(r0, r1):
-                        at = (plane * H + h0 + r * dh) * W + j
-                        v = _vload(xf, at) if n == 16 else _vloadm(xf, at, n)
-                        acc = _vmaxn(acc, v) if is_max else _vadd(acc, v)
-                    if n == 16:
-                        _vstore(vb, pl + j, acc)
-                    else:
-                        _vstorem(vb, pl + j, acc, n)
                 dst = (plane * OH + oh) * OW
                 if not is_max:
                     ch = _vbcast(cnt, oh)
-                for i in range(0, OW, 16):     # horizontal: 16 outputs per step
-                    a, b = _vevens(vb, 2 * i), _vodds(vb, 2 * i)
+                for i in range(0, OW, 16):     # 16 outputs: input columns c .. c+32
+                    c = 2 * i - pl
+                    lo, hi, nx = padv, padv, padv  # stay padding when no row is inside
+                    for r in range(r0, r1):
+                        row = (plane * H + h0 + r * dh) * W
+                        a, b = _row_vec(xf, row, W, c, pad), _row_vec(xf, row, W, c + 16, pad)
+                        if is_max:
+                            lo, hi = _vmaxn(lo, a), _vmaxn(hi, b)
+                        else:
+                            lo, hi = _vadd(lo, a), _vadd(hi, b)
+                        if kw == 3:
+                            e = _row_vec(xf, row, W, c + 32, pad)
+                            nx = _vmaxn(nx, e) if is_max else _vadd(nx, e)
+                    ev, od = _vevens(lo, hi), _vodds(lo, hi)
                     if is_max:
-                        v = _vmaxn(a, b)
+                        v = _vmaxn(ev, od)
                         if kw == 3:
-                            v = _vmaxn(v, _vevens(vb, 2 * i + 2))
+                            v = _vmaxn(v, _vnext(ev, nx))
                     else:
-                        v = _vadd(a, b)
+                        v = _vadd(ev, od)
                         if kw == 3:
-                            v = _vadd(v, _vevens(vb, 2 * i + 2))
+                            v = _vadd(v, _vnext(ev, nx))
                         v = _vdiv(v, _vmul(ch, _vload(cnt, OH + i)))
                     n = min(16, OW - i)
                     if n == 16:
