@@ -2,9 +2,9 @@
 
 - `library_call`: a library kernel called with variables and numbers; its machine code comes
   from the kernels' own cache, compiled once per install.
-- `movement_call`: plain numpy data movement (Concat, Reshape, Flatten, Split, block shuffles)
-  becomes a shared kernel generic over its numbers (the sizes and axes are arguments), compiled
-  once per machine for every model (fused.shared_kernel).
+- `movement_call`: data movement (Concat, Reshape, Flatten, Split, block shuffles) in numpy or
+  onnxjit's copy kernels becomes a shared kernel generic over its numbers (the sizes and axes
+  are arguments), compiled once per machine for every model (fused.shared_kernel).
 
 From Python, numbers arrive as int64 / float64 (tuples as UniTuple), so one specialization of the
 callee serves every call; compiled code would specialize it on each literal value.
@@ -17,6 +17,8 @@ from .source import template
 
 # numpy functions of movement expressions (Numba compiles them for run-time sizes and axes).
 MOVEMENT_FUNCTIONS = frozenset({"concatenate", "ascontiguousarray", "transpose"})
+# ... and library kernels that may appear in them (module, function).
+MOVEMENT_KERNELS = frozenset({("__k_movement", "concat")})
 
 
 def library_call(expr):
@@ -52,7 +54,8 @@ def movement_call(expr):
 
     `body` is `expr` with each variable replaced by a parameter a<i> and each number, or tuple
     of numbers, by a parameter p<j> (`__np.concatenate((a0, a1), axis=p0)`): the text of a
-    kernel that serves every size. Allowed: MOVEMENT_FUNCTIONS, `.reshape`, slicing and tuples.
+    kernel that serves every size. Allowed: MOVEMENT_FUNCTIONS, MOVEMENT_KERNELS, `.reshape`,
+    slicing and tuples.
     """
     node = _parse(expr)
     if node is None:
@@ -112,13 +115,15 @@ class _Parametrize(ast.NodeTransformer):
 
     def visit_Call(self, node):
         func = node.func
-        numpy = (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
-                 and func.value.id == "__np" and func.attr in MOVEMENT_FUNCTIONS)
-        if not (numpy or isinstance(func, ast.Attribute) and func.attr == "reshape"):
+        module = (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                  and func.value.id)
+        known = (module == "__np" and func.attr in MOVEMENT_FUNCTIONS
+                 or (module, func.attr) in MOVEMENT_KERNELS)
+        if not (known or isinstance(func, ast.Attribute) and func.attr == "reshape"):
             raise _NotMovement(ast.unparse(func))
         if any(k.arg != "axis" for k in node.keywords):
             raise _NotMovement("keyword")
-        if not numpy:
+        if not known:
             func.value = self.visit(func.value)
         node.args = [self.visit(a) for a in node.args]
         for k in node.keywords:

@@ -14,6 +14,10 @@ from onnxjit.calls import movement_call
 @pytest.mark.parametrize("expr,params,body,args", [
     ("__np.concatenate((t1, t2), axis=1)", ["a0", "a1", "p0"],
      "__np.concatenate((a0, a1), axis=p0)", ["t1", "t2", "1"]),
+    ("__k_movement.concat((__np.ascontiguousarray(t1), __np.ascontiguousarray(t2),), 1, "
+     "(1, 5, 7))", ["a0", "a1", "p0", "p1"],
+     "__k_movement.concat((__np.ascontiguousarray(a0), __np.ascontiguousarray(a1)), p0, p1)",
+     ["t1", "t2", "1", "(1, 5, 7)"]),
     ("__np.ascontiguousarray(t7).reshape((1, 4, 28))", ["a0", "p0"],
      "__np.ascontiguousarray(a0).reshape(p0)", ["t7", "(1, 4, 28)"]),
     ("(__np.ascontiguousarray(t1[:, 0:2]), __np.ascontiguousarray(t1[:, 2:-1]),)",
@@ -31,6 +35,7 @@ def test_movement_call_parametrizes_numbers(expr, params, body, args):
 
 @pytest.mark.parametrize("expr", [
     "__k_pool.maxpool(t1, (3, 3))",                 # a library kernel: library_call's business
+    "__k_movement.take_axis(t1, t2, 0.5)",          # ... unless one of MOVEMENT_KERNELS
     "__np.ones((1, 4), __np.float32)",              # not data movement
     "t1.reshape((2, 3)).sum()",
     "__np.concatenate((t1, t2), axis=True)",        # bools stay literal (branch pruning)
@@ -77,15 +82,18 @@ def test_driver_runs_movement_as_shared_kernels():
     with open(compiled.path) as f:
         module = f.read()
     assert "def run_graph(" in module and "@__njit" not in module and "segment_" not in module
-    assert re.search(r"= call_\d+_concat\(t\d+, in_x, 1\)  # __np.concatenate\(\(t\d+, in_x\), "
-                     r"axis=1\)", module)                  # numbers as arguments; the original
+    assert re.search(r"= call_\d+_concat\(t\d+, in_x, 1, \(1, 4, 6, 6\)\)  "
+                     r"# __k_movement\.concat\(\(__np\.ascontiguousarray\(t\d+\), "
+                     r"__np\.ascontiguousarray\(in_x\),\), 1, \(1, 4, 6, 6\)\)",
+                     module)                               # numbers as arguments; the original
     concat = [k.name for k in compiled.kernels if k.name.endswith("_concat")]
     assert len(concat) == 12
     shared = {getattr(compiled.module, name) for name in concat}
     assert len(shared) == 1                                   # one kernel for every Concat
     (kernel,) = shared
     assert len(kernel.signatures) == 1                        # ... compiled once
-    assert "__np.concatenate((a0, a1), axis=p0)" in rep.source()
+    assert ("__k_movement.concat((__np.ascontiguousarray(a0), __np.ascontiguousarray(a1)), "
+            "p0, p1)") in rep.source()
 
 
 def test_small_graphs_keep_movement_inline():
@@ -93,7 +101,7 @@ def test_small_graphs_keep_movement_inline():
     model = concat_split_model(blocks=1)
     rep = backend.prepare(model)
     source = rep.source()
-    assert "__np.concatenate((" in source and "__load_kernel(__file__" in source
+    assert "__k_movement.concat((" in source and "__load_kernel(__file__" in source
     assert "_concat = __load_kernel" not in source
     x = np.ones((1, 2, 6, 6), np.float32)
     np.testing.assert_allclose(rep.run([x])[0], ReferenceEvaluator(model).run(None, {"x": x})[0])

@@ -274,3 +274,34 @@ def test_transpose_kernel(shape, perm, dtype):
     merged, mperm = merged_transpose(shape, perm)
     assert int(np.prod(merged)) == x.size and sorted(mperm) == list(range(len(merged)))
     np.testing.assert_array_equal(np.transpose(x.reshape(merged), mperm).reshape(want.shape), want)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shapes,axis,dtype", [
+    ([(1, 64, 55, 55), (1, 64, 55, 55)], 1, np.float32),  # one row: threads split each run
+    ([(1, 13, 37, 41), (1, 1, 37, 41), (1, 50, 37, 41)], 1, np.float32),  # odd, unequal runs
+    ([(300, 7, 65), (300, 5, 65)], 1, np.int64),  # many rows: threads take whole rows
+    ([(3, 3000, 11), (3, 2000, 11)], 1, np.float64),  # few rows: runs split again
+    ([(2, 70000), (2, 3)], -1, np.bool_),
+])
+def test_concat_large_outputs_share_the_copy(threads, shapes, axis, dtype):
+    """Past CONCAT_PAR_MIN elements each Numba thread copies a part of every input's run, or
+    whole rows when there are at least four per thread."""
+    import numba
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        names = [f"x{i}" for i in range(len(shapes))]
+        tp = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+        graph = helper.make_graph(
+            [helper.make_node("Concat", names, ["y"], axis=axis)], "g",
+            [helper.make_tensor_value_info(n, tp, s) for n, s in zip(names, shapes)],
+            [helper.make_tensor_value_info("y", tp, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        feeds = [arr(s, dtype) for s in shapes]
+        got = onnxjit.backend.prepare(model).run(feeds)[0]
+        np.testing.assert_array_equal(got, np.concatenate(feeds, axis=axis))
+        ref = ReferenceEvaluator(model).run(None, dict(zip(names, feeds)))[0]
+        np.testing.assert_array_equal(got, ref)
+    finally:
+        numba.set_num_threads(old)

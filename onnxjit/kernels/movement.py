@@ -1,8 +1,60 @@
-"""Data-movement kernels: copies along one axis through an index map (Pad, Tile, Compress)."""
+"""Data-movement kernels: Concat, copies along one axis through an index map (Pad, Tile,
+Compress), Trilu, Dropout at inference, Transpose."""
 import numpy as np
-from numba import njit
+from numba import njit, prange
+
+from . import PRANGE_ONLY
+from .conv import _copy_run
+from .sgemm import I0, _split, num_threads
 
 _JIT = dict(cache=True, error_model="numpy")
+
+# Below this many output elements Concat copies on one thread.
+CONCAT_PAR_MIN = 1 << 17
+
+
+@njit(**_JIT)
+def concat(xs, outer, shape):
+    """ONNX Concat of a tuple of C-contiguous arrays of one rank and dtype (shapes checked at
+    prepare time) along the axis before which the shape multiplies to `outer`, as an array of
+    `shape`: each of the output's `outer` rows is the inputs' rows one after another.  Several
+    Numba threads each copy a part of every row (or whole rows, when there are many) once the
+    output is large."""
+    k = len(xs)
+    widths = np.empty(k, np.int64)
+    total = 0
+    for i in range(k):
+        widths[i] = xs[i].size // outer if outer > 0 else 0
+        total += widths[i]
+    y = np.empty(outer * total, xs[0].dtype)
+    nt = num_threads() if outer * total >= CONCAT_PAR_MIN else 1
+    if nt > 1:
+        _concat_par(xs, y, outer, widths, total, nt)
+    else:
+        _concat_part(xs, y, outer, widths, total, I0, 1)
+    return y.reshape(shape)
+
+
+@njit(**_JIT)
+def _concat_part(xs, y, outer, widths, total, t, nt):
+    """Part t of nt of concat's copy: rows t/nt of the way when there are at least 4 per
+    thread, else that part of every input's run in every row."""
+    by_rows = outer >= 4 * nt
+    r0, r1 = _split(outer, nt, t, 1) if by_rows else (0, outer)
+    at = 0
+    for i in range(len(xs)):
+        xf = xs[i].reshape(xs[i].size)
+        w = widths[i]
+        a0, a1 = (0, w) if by_rows else _split(w, nt, t, 16)
+        for r in range(r0, r1):
+            _copy_run(y, r * total + at + a0, xf, r * w + a0, a1 - a0, 1)
+        at += w
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _concat_par(xs, y, outer, widths, total, nt):
+    for t in prange(nt):
+        _concat_part(xs, y, outer, widths, total, t, nt)
 
 
 @njit(**_JIT)

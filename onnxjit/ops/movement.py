@@ -290,6 +290,12 @@ def Concat(ctx, *xs, axis=1):
     if len(xs) == 1:
         return xs[0]
     shape = xs[0].shape[:axis] + (sum(x.shape[axis] for x in xs),) + xs[0].shape[axis + 1:]
+    if np.dtype(xs[0].dtype).kind in "biufc":
+        # onnxjit's copy (threads share large outputs) of C-contiguous inputs: one tuple type
+        args = ", ".join(f"__np.ascontiguousarray({{{i}}})" for i in range(len(xs)))
+        outer = int(np.prod(shape[:axis], dtype=np.int64))
+        return ctx.call(f"__k_movement.concat(({args},), {outer}, {ctx.lit(shape)})", *xs,
+                        shape=shape, dtype=xs[0].dtype)
     args = ", ".join(f"{{{i}}}" for i in range(len(xs)))
     return ctx.call(f"__np.concatenate(({args}), axis={ctx.lit(axis)})", *xs,
                     shape=shape, dtype=xs[0].dtype)
