@@ -27,8 +27,9 @@ from numba.extending import intrinsic, overload
 
 from . import PRANGE_ONLY
 from .conv import _copy_run, as5d, from5d, pads6, put_window, span, tup3
-from .sgemm import (_F32_1D, _I32, _VEC, I0, _elem_ptr, _lane_op, _splat, _split, _vadd,
-                    _vbcast, _vload, _vmul, _vstore, _vstorem, f32x16, has_avx512, num_threads)
+from .normalization import _vsplat
+from .sgemm import (_F32_1D, _I32, _VEC, I0, _elem_ptr, _lane_mask, _lane_op, _splat, _split,
+                    _vadd, _vbcast, _vload, _vmul, _vstore, _vstorem, f32x16, has_avx512, num_threads)
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -464,16 +465,7 @@ def _vload_span(typingctx, a, i, lo, hi, fill):
         return None
 
     def codegen(context, builder, sig, args):
-        ity = ir.VectorType(_I32, 16)
-        iota = ir.Constant(ity, list(range(16)))
-
-        def splat(x):
-            v = builder.insert_element(ir.Constant(ity, ir.Undefined), builder.trunc(x, _I32),
-                                       _I32(0))
-            return builder.shuffle_vector(v, ir.Constant(ity, ir.Undefined),
-                                          ir.Constant(ity, [0] * 16))
-        m = builder.and_(builder.icmp_signed(">=", iota, splat(args[2])),
-                         builder.icmp_signed("<", iota, splat(args[3])))
+        m = builder.and_(builder.not_(_lane_mask(builder, args[2])), _lane_mask(builder, args[3]))
         p = _elem_ptr(context, builder, sig.args[0], args[0], args[1])
         fn = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(_VEC, [_VEC.as_pointer(), _I32, m.type, _VEC]),
@@ -548,7 +540,7 @@ def _pool_rows_impl(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p
                     else:
                         a0, a1 = span(o * s - pb, S, d, k)
                     cnt[ax * OH + o] = a1 - a0
-        padv = _vbcast(np.full(1, pad), 0)
+        padv = _vsplat(pad)
         for plane in range(p0 * D, p1 * D):
             for oh in range(OH):
                 h0 = oh * sh - pt

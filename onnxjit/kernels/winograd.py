@@ -33,8 +33,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from . import PRANGE_ONLY
-from . import sgemm
+from . import PRANGE_ONLY, sgemm
 from .sgemm import I0, _split, num_threads
 
 _JIT = dict(cache=True, error_model="numpy")
