@@ -183,8 +183,8 @@ def scale_into_conv(ctx, a, b, **legacy):
         if step is not None:
             w, bias = step.inputs[1], step.inputs[2]
             step.inputs[1] = ctx.constant(
-                (w.const * vec.reshape((-1,) + (1,) * (w.rank - 1))).astype(w.dtype))
-            step.inputs[2] = ctx.constant((bias.const * vec).astype(bias.dtype))
+                (w.const * vec.reshape((-1,) + (1,) * (w.rank - 1))).astype(w.dtype, copy=False))
+            step.inputs[2] = ctx.constant((bias.const * vec).astype(bias.dtype, copy=False))
             step.nodes.append(ctx.label)
             return step.outs[0]
     return None
@@ -199,7 +199,7 @@ def shift_into_conv(ctx, a, b, **legacy):
         step, vec = _foldable_conv(ctx, x, c)
         if step is not None:
             bias = step.inputs[2]
-            step.inputs[2] = ctx.constant((bias.const + vec).astype(bias.dtype))
+            step.inputs[2] = ctx.constant((bias.const + vec).astype(bias.dtype, copy=False))
             step.nodes.append(ctx.label)
             return step.outs[0]
     return None
@@ -219,8 +219,8 @@ def batchnorm_into_conv(ctx, x, scale, bias, mean, var, epsilon=1e-5, training_m
     a = scale.const / np.sqrt(var.const + np.asarray(epsilon, var.dtype))
     w_new = w.const * a.reshape((-1,) + (1,) * (w.rank - 1))
     b_new = (b.const - mean.const) * a + bias.const
-    step.inputs[1] = ctx.constant(w_new.astype(w.dtype))
-    step.inputs[2] = ctx.constant(b_new.astype(b.dtype))
+    step.inputs[1] = ctx.constant(w_new.astype(w.dtype, copy=False))
+    step.inputs[2] = ctx.constant(b_new.astype(b.dtype, copy=False))
     step.nodes.append(ctx.label)
     return step.outs[0]
 
