@@ -628,7 +628,11 @@ def _pool_whole(xf, y, in3, k3, s3, p6, d3, is_max, count_include_pad, p0, p1):
             y[nc] = _plane_sum(xf, nc * P, P) / cnt
 
 
-@njit(**_JIT)
+# Compile time: Numba links every callee's code into each caller and optimizes the whole again,
+# so each njit level above the schemes costs seconds.  The thin wrappers are inlined (IR level),
+# and is_max / count_include_pad reach _pool_par as plain bool / int64, not literals: max and
+# average pooling share one compiled chain (first use of both: ~45 s, against ~75 s).
+@njit(inline="always", **_JIT)
 def _pool5(x, k3, s3, p6, d3, o3, is_max, count_include_pad):
     """Pick the pooling scheme (whole-plane window, stride-1 same-size, or phase buffers) and
     run it, on a run of planes per Numba thread when there are several and enough work."""
@@ -684,10 +688,10 @@ def _pool_par(xf, y, geo, is_max, count_include_pad, scheme, planes, nt):
         _pool_planes(xf, y, geo, is_max, count_include_pad, scheme, p0, p1)
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def _maxpool5(x, k3, s3, p6, d3, o3):
     """Max pool; taps outside the input are skipped (-inf padding)."""
-    return _pool5(x, k3, s3, p6, d3, o3, True, 0)
+    return _pool5(x, k3, s3, p6, d3, o3, np.bool_(True), np.int64(0))
 
 
 @njit(**_JIT)
@@ -736,13 +740,13 @@ def maxpool_with_indices(x, kernel, strides, pads, dilations, out_shape, storage
     return from5d(y, x), from5d(idx, x)
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def _avgpool5(x, k3, s3, p6, d3, o3, count_include_pad):
     """Mean over valid taps; count_include_pad counts taps inside [-pad_begin, S+pad_end).
 
     A window with no counted tap gives NaN (0/0).
     """
-    return _pool5(x, k3, s3, p6, d3, o3, False, count_include_pad)
+    return _pool5(x, k3, s3, p6, d3, o3, np.bool_(False), np.int64(count_include_pad))
 
 
 @njit(**_JIT)
