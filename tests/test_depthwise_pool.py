@@ -180,6 +180,9 @@ def test_avgpool_empty_window_is_nan(at):
     ((1, 3, 9, 10), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # same
     ((1, 3, 9, 10), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [0, 0, 1, 1]}),
     ((1, 3, 9, 10), {"kernel_shape": [9, 10]}),  # whole
+    # rows scheme over several 16-output blocks, some with a NaN and some without
+    ((1, 2, 7, 70), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 2, 6, 68), {"kernel_shape": [2, 2], "strides": [2, 2]}),
 ])
 def test_maxpool_propagates_nan(xs, at):
     """Any NaN in a window gives NaN (np.maximum semantics); the reference's own MaxPool is
@@ -193,6 +196,21 @@ def test_maxpool_propagates_nan(xs, at):
     clean = np.where(np.isnan(x), -np.inf, x).astype(np.float32)
     ref = run_ref("MaxPool", [clean], at)
     np.testing.assert_array_equal(got[~has_nan], ref[~has_nan])
+
+
+@pytest.mark.parametrize("at", [
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [2, 2], "strides": [2, 2]},
+])
+def test_maxpool_infinities(at):
+    """+inf and -inf inputs, next to the -inf padding too (their sum is NaN: the rows scheme's
+    NaN check then takes its exact path), match the reference."""
+    x = _rand((1, 2, 6, 70), np.float32)
+    rng = np.random.default_rng(2)
+    x[rng.random(x.shape) < 0.05] = np.inf
+    x[rng.random(x.shape) < 0.05] = -np.inf
+    x[:, :, :, 0] = np.inf   # in the first window, with the left pad
+    np.testing.assert_array_equal(run_pool("MaxPool", x, at), run_ref("MaxPool", [x], at))
 
 
 # --------------------------------------------------------------------------- depthwise Conv

@@ -484,13 +484,37 @@ def _row_vec(xf, row, W, c, pad):
 
 
 @intrinsic
-def _vmaxn(typingctx, a, b):
-    """Lane-wise max(a, b) propagating a NaN in either (as _mx)."""
+def _vmaxp(typingctx, a, b):
+    """Lane-wise a > b ? a : b: one vmaxps, NaN not propagated (see _vhasnan)."""
     def codegen(context, builder, sig, args):
         a, b = args
-        take_b = builder.or_(builder.fcmp_ordered(">", b, a), builder.fcmp_unordered("uno", b, b))
-        return builder.select(take_b, b, a)
+        return builder.select(builder.fcmp_ordered(">", a, b), a, b)
     return f32x16(f32x16, f32x16), codegen
+
+
+@intrinsic
+def _vhasnan(typingctx, a):
+    """Whether any lane of a is NaN."""
+    def codegen(context, builder, sig, args):
+        m = builder.fcmp_unordered("uno", args[0], args[0])
+        return builder.icmp_unsigned("!=", builder.bitcast(m, ir.IntType(16)),
+                                     ir.IntType(16)(0))
+    return types.boolean(f32x16), codegen
+
+
+@njit(**_JIT)
+def _rows_max_scalar(xf, y, dst, plane, H, W, h0, r0, r1, dh, kw, pl, i, n):
+    """Outputs i .. i+n-1 of one output row of _pool_rows' max, one window at a time with the
+    NaN-propagating _mx: the vector pass's fallback when a NaN reached its block."""
+    for j in range(i, i + n):
+        m = np.float32(-np.inf)
+        for r in range(r0, r1):
+            row = (plane * H + h0 + r * dh) * W
+            for kx in range(kw):
+                c = 2 * j - pl + kx
+                if 0 <= c < W:
+                    m = _mx(m, xf[row + c])
+        y[dst + j] = m
 
 
 def rows_scheme_fits(x, k3, s3, p6, d3, o3, in3):
@@ -509,6 +533,73 @@ def _rows_scheme_fits(x, k3, s3, p6, d3, o3, in3):
     return fits
 
 
+@njit(inline="always", **_JIT)
+def _rows_pass(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1):
+    """_pool_rows for float32 (is_max a constant at each call: both passes fold their branches)."""
+    D, H, W = in3
+    OH, OW = o3[1], o3[2]
+    kh, kw, sh, dh = k3[1], k3[2], s3[1], d3[1]
+    pt, pl = p6[1], p6[2]
+    if p1 <= p0 or OH * OW == 0:
+        return
+    pad = np.float32(-np.inf if is_max else 0.0)
+    cnt = np.zeros(OH + (OW + 15) // 16 * 16, np.float32)  # average: rows, then columns
+    if not is_max:
+        for ax in range(2):
+            S, k, s, d, pb = in3[ax + 1], k3[ax + 1], s3[ax + 1], d3[ax + 1], p6[ax + 1]
+            for o in range(o3[ax + 1]):
+                if count_include_pad:
+                    a0, a1 = span(o * s, S + pb + p6[ax + 4], d, k)
+                else:
+                    a0, a1 = span(o * s - pb, S, d, k)
+                cnt[ax * OH + o] = a1 - a0
+    padv, zero = _vsplat(pad), _vsplat(np.float32(0.0))
+    for plane in range(p0 * D, p1 * D):
+        for oh in range(OH):
+            h0 = oh * sh - pt
+            r0, r1 = span(h0, H, dh, kh)
+            dst = (plane * OH + oh) * OW
+            if not is_max:
+                ch = _vbcast(cnt, oh)
+            for i in range(0, OW, 16):     # 16 outputs: input columns c .. c+32
+                c = 2 * i - pl
+                lo, hi, nx = padv, padv, padv  # stay padding when no row is inside
+                chk = zero   # max: the sum of the loads, NaN if one of them is
+                for r in range(r0, r1):
+                    row = (plane * H + h0 + r * dh) * W
+                    a, b = _row_vec(xf, row, W, c, pad), _row_vec(xf, row, W, c + 16, pad)
+                    if is_max:
+                        lo, hi = _vmaxp(lo, a), _vmaxp(hi, b)
+                        chk = _vadd(chk, _vadd(a, b))
+                    else:
+                        lo, hi = _vadd(lo, a), _vadd(hi, b)
+                    if kw == 3:
+                        e = _row_vec(xf, row, W, c + 32, pad)
+                        if is_max:
+                            nx = _vmaxp(nx, e)
+                            chk = _vadd(chk, e)
+                        else:
+                            nx = _vadd(nx, e)
+                ev, od = _vevens(lo, hi), _vodds(lo, hi)
+                n = min(16, OW - i)
+                if is_max and _vhasnan(chk):  # (or +inf met the -inf padding): exact path
+                    _rows_max_scalar(xf, y, dst, plane, H, W, h0, r0, r1, dh, kw, pl, i, n)
+                    continue
+                if is_max:
+                    v = _vmaxp(ev, od)
+                    if kw == 3:
+                        v = _vmaxp(v, _vnext(ev, nx))
+                else:
+                    v = _vadd(ev, od)
+                    if kw == 3:
+                        v = _vadd(v, _vnext(ev, nx))
+                    v = _vdiv(v, _vmul(ch, _vload(cnt, OH + i)))
+                if n == 16:
+                    _vstore(y, dst + i, v)
+                else:
+                    _vstorem(y, dst + i, v, n)
+
+
 def _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1):
     """Max or average pool of planes [p0, p1) of flat float32 x into flat y for windows that
     rows_scheme_fits accepts (each depth slice a plane of its own)."""
@@ -523,59 +614,10 @@ def _pool_rows_impl(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p
         return unused
 
     def impl(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1):
-        D, H, W = in3
-        OH, OW = o3[1], o3[2]
-        kh, kw, sh, dh = k3[1], k3[2], s3[1], d3[1]
-        pt, pl = p6[1], p6[2]
-        if p1 <= p0 or OH * OW == 0:
-            return
-        pad = np.float32(-np.inf if is_max else 0.0)
-        cnt = np.zeros(OH + (OW + 15) // 16 * 16, np.float32)  # average: rows, then columns
-        if not is_max:
-            for ax in range(2):
-                S, k, s, d, pb = in3[ax + 1], k3[ax + 1], s3[ax + 1], d3[ax + 1], p6[ax + 1]
-                for o in range(o3[ax + 1]):
-                    if count_include_pad:
-                        a0, a1 = span(o * s, S + pb + p6[ax + 4], d, k)
-                    else:
-                        a0, a1 = span(o * s - pb, S, d, k)
-                    cnt[ax * OH + o] = a1 - a0
-        padv = _vsplat(pad)
-        for plane in range(p0 * D, p1 * D):
-            for oh in range(OH):
-                h0 = oh * sh - pt
-                r0, r1 = span(h0, H, dh, kh)
-                dst = (plane * OH + oh) * OW
-                if not is_max:
-                    ch = _vbcast(cnt, oh)
-                for i in range(0, OW, 16):     # 16 outputs: input columns c .. c+32
-                    c = 2 * i - pl
-                    lo, hi, nx = padv, padv, padv  # stay padding when no row is inside
-                    for r in range(r0, r1):
-                        row = (plane * H + h0 + r * dh) * W
-                        a, b = _row_vec(xf, row, W, c, pad), _row_vec(xf, row, W, c + 16, pad)
-                        if is_max:
-                            lo, hi = _vmaxn(lo, a), _vmaxn(hi, b)
-                        else:
-                            lo, hi = _vadd(lo, a), _vadd(hi, b)
-                        if kw == 3:
-                            e = _row_vec(xf, row, W, c + 32, pad)
-                            nx = _vmaxn(nx, e) if is_max else _vadd(nx, e)
-                    ev, od = _vevens(lo, hi), _vodds(lo, hi)
-                    if is_max:
-                        v = _vmaxn(ev, od)
-                        if kw == 3:
-                            v = _vmaxn(v, _vnext(ev, nx))
-                    else:
-                        v = _vadd(ev, od)
-                        if kw == 3:
-                            v = _vadd(v, _vnext(ev, nx))
-                        v = _vdiv(v, _vmul(ch, _vload(cnt, OH + i)))
-                    n = min(16, OW - i)
-                    if n == 16:
-                        _vstore(y, dst + i, v)
-                    else:
-                        _vstorem(y, dst + i, v, n)
+        if is_max:
+            _rows_pass(xf, y, in3, k3, s3, p6, d3, o3, True, count_include_pad, p0, p1)
+        else:
+            _rows_pass(xf, y, in3, k3, s3, p6, d3, o3, False, count_include_pad, p0, p1)
     return impl
 
 
