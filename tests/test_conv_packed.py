@@ -45,7 +45,7 @@ def _ort(model, feeds):
 
 CASES = [
     # (N, C, spatial, M, kernel, strides, pads, dilations, group)
-    (1, 3, (64, 64), 16, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1),      # stem: banded split
+    (1, 5, (64, 64), 16, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1),      # stem: banded split
     (1, 32, (30, 30), 40, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),    # im2col from x
     (2, 16, (21, 19), 24, (3, 2), (1, 1), (0, 0, 0, 0), (1, 1), 1),    # direct (no pads)
     (1, 24, (28, 28), 36, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1),    # wide: banded split

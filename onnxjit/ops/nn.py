@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Value, const_value
-from ..kernels import conv_packed, sgemm, shapes, winograd
+from ..kernels import conv_packed, conv_s2, sgemm, shapes, winograd
 from ..source import lit
 from ..registry import peephole, register
 from .elementwise import _cast
@@ -64,6 +64,8 @@ def _conv_plan(x, w, kernel, s, d, p, group, out, depthwise):
             return ("winograd", m)
     if x.dtype != np.float32 or not sgemm.has_avx512() or x.shape[1] == 0 or w.size == 0:
         return None
+    if conv_s2.use_s2(x.shape[1], kernel, s, d, group, x.dtype):
+        return ("s2", (w.shape[0], kernel))
     if kernel == (1, 1) and s == (1, 1) and d == (1, 1) and p == (0, 0, 0, 0) and group == 1:
         return ("packed_1x1", w.shape[0])
     return ("packed", (w.shape[0], kernel))
@@ -81,6 +83,10 @@ def _conv_expr(meta):
         return f"__k_sgemm.conv1x1_packed({{0}}, {{1}}, {arg}, {{2}}, {act}, {res})"
     if kind == "winograd":
         return f"__k_winograd.conv3x3({{0}}, {{1}}, {{2}}, {lit(p)}, {act}, {res})"
+    if kind == "s2":
+        m, kernel = arg
+        return (f"__k_conv_s2.conv_s2({{0}}, {{1}}, {m}, {lit(kernel)}, {{2}}, {lit(p)}, {act}, "
+                f"{res})")
     if kind == "packed":
         m, kernel = arg
         return (f"__k_conv_packed.conv_packed({{0}}, {{1}}, {m}, {lit(kernel)}, {{2}}, {lit(s)}, "
@@ -95,8 +101,10 @@ def _transform_weights(step, plan):
     ("winograd", m): 3x3 stride-1 convs where Winograd F(m x m, 3 x 3) measured faster get
     U = G g G^T.  ("packed_1x1", M): 1x1 stride-1 float32 convs run on onnxjit's AVX-512 GEMM
     (kernels/sgemm.py) with W packed in 32-channel panels: 0.8-1.1x ORT's time, against 1.0-1.5x
-    through OpenBLAS.  ("packed", (M, kernel)): the other float32 convs, im2col on the same GEMM
-    (kernels/conv_packed.py), each group's weights packed alike.
+    through OpenBLAS.  ("s2", (M, kernel)): stride-2 float32 convs with few taps (the stems
+    of SqueezeNet, ShuffleNet, ResNet), direct (kernels/conv_s2.py).  ("packed", (M, kernel)):
+    the other float32 convs, im2col on the same GEMM (kernels/conv_packed.py), each group's
+    weights packed alike.
     """
     w = step.inputs[1]
     if not w.is_const:
@@ -104,6 +112,8 @@ def _transform_weights(step, plan):
     kind, arg = plan
     if kind == "winograd":
         packed = winograd.winograd_weights(w.const, arg)
+    elif kind == "s2":
+        packed = conv_s2.pack_s2(w.const)
     elif kind == "packed":
         packed = conv_packed.pack_conv(w.const, step.meta["geometry"][3])
     else:

@@ -1,0 +1,171 @@
+"""Direct stride-2 Conv for few input channels: the stems of SqueezeNet, ShuffleNet and the like.
+
+``conv_s2`` computes y = act(conv(x, w) + b (+ res)) for float32 x (N, C, H, W), any kh x kw
+kernel with stride 2, dilation 1 and one group, on AVX-512, from weights packed by
+``pack_s2``.  With few taps K = C*kh*kw (27 for 3 channels 3x3) im2col + GEMM spends more time
+writing and re-reading the column matrix than multiplying: SqueezeNet's 3->64 3x3/2 conv at
+224x224 took 0.89 ms there against ORT's 0.49 ms (1 thread).
+
+Per 16 outputs of an output row: for each input channel and kernel row, two vector loads of
+the input row from column 2*ow0 - pl + 2t, split into their even and odd columns (the
+shuffles of the pooling kernels), are the inputs of taps kx = 2t and 2t + 1; out-of-range
+rows and columns are zeros (masked loads).  The K tap vectors of a whole output row go to a
+scratch that stays in L1/L2, then 8 output channels at a time accumulate K broadcast-weight
+FMAs each in registers, block after block of the row, into a row buffer; the bias, residual
+and Relu are applied on the way from there to y, one contiguous output row per channel.
+Rows of the output are split over Numba's threads.
+
+That last pass is written out in the loop: as an inline helper taking the arrays it ran 2x
+slower than everything else together (1.0 of 1.4 ms for SqueezeNet's stem).
+"""
+import numpy as np
+from numba import njit, prange
+
+from . import PRANGE_ONLY
+from .pool import _row_vec, _vevens, _vodds
+from .sgemm import (I0, PAR_MIN_MACS, _split, _vadd, _vbcast, _vfma, _vload, _vloadm,
+                    _vrelu_if, _vstore, _vstorem, _vzero, has_avx512, num_threads)
+from .winograd import _flat_res
+
+_JIT = dict(cache=True, error_model="numpy")
+MB = 8          # output channels per register block
+MAX_C = 4        # input channels (images: gray, RGB, RGBA)
+MAX_TAPS = 160  # C*kh*kw up to this: 7x7 over 3 channels (ResNet-50's stem 2.48 -> 2.29 ms)
+
+
+def use_s2(C, kernel, strides, dilations, group, dtype):
+    """Whether a Conv runs on ``conv_s2`` (2-D, float32, AVX-512, few input channels and taps).
+    Measured against im2col + GEMM at 1 thread: 3->64 3x3 at 224x224 0.50 against 0.60 ms,
+    3->24 3x3 pad 1 0.21 against 0.32 ms, 3->64 7x7 2.29 against 2.48 ms."""
+    return (len(kernel) == 2 and tuple(strides) == (2, 2) and tuple(dilations) == (1, 1)
+            and group == 1 and np.dtype(dtype) == np.float32 and has_avx512()
+            and 0 < C <= MAX_C and C * kernel[0] * kernel[1] <= MAX_TAPS)
+
+
+def pack_s2(w):
+    """Conv weights (M, C, kh, kw) -> float32 (ceil(M/8), C*kh*kw, 8): per block of 8 output
+    channels, tap by tap, the 8 weights the FMAs broadcast (zeros past M)."""
+    w = np.asarray(w, np.float32)
+    m, k = w.shape[0], int(np.prod(w.shape[1:]))
+    nb = -(-m // MB)
+    packed = np.zeros((nb * MB, k), np.float32)
+    packed[:m] = w.reshape(m, k)
+    return np.ascontiguousarray(packed.reshape(nb, MB, k).transpose(0, 2, 1))
+
+
+@njit(**_JIT)
+def _rows(xf, wf, bias, yf, rf, shape, M, OH, OW, kh, kw, pt, pl, act, has_res, xin, r0, r1):
+    """Output rows [r0, r1) of all N*OH (all output channels), with the tap scratch xin
+    (K vectors per 16 outputs of a row)."""
+    C, H, W = shape[1], shape[2], shape[3]
+    K = C * kh * kw
+    zero = _vzero()
+    pad0 = np.float32(0.0)
+    OWP = (OW + 15) // 16 * 16
+    ybuf = xin[K * OWP:]     # the row's products, M rows of OWP
+    for row in range(r0, r1):
+        n, oh = row // OH, row % OH
+        h0 = 2 * oh - pt
+        # the taps of the whole row first, then the products block by block
+        for ow0 in range(0, OW, 16):
+            col0 = 2 * ow0 - pl
+            k = (ow0 // 16) * K
+            for c in range(C):
+                for ky in range(kh):
+                    r = h0 + ky
+                    if r < 0 or r >= H:
+                        for kx in range(kw):
+                            _vstore(xin, (k + kx) * 16, zero)
+                    else:
+                        base = ((n * C + c) * H + r) * W
+                        for kx in range(0, kw, 2):
+                            lo = _row_vec(xf, base, W, col0 + kx, pad0)
+                            hi = _row_vec(xf, base, W, col0 + kx + 16, pad0)
+                            _vstore(xin, (k + kx) * 16, _vevens(lo, hi))
+                            if kx + 1 < kw:
+                                _vstore(xin, (k + kx + 1) * 16, _vodds(lo, hi))
+                    k += kw
+        for mb in range((M + MB - 1) // MB):
+            wo = mb * K * MB
+            m = mb * MB
+            for ow0 in range(0, OW, 16):
+                cnt = min(16, OW - ow0)
+                xo = (ow0 // 16) * K * 16
+                a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = zero
+                for t in range(K):
+                    xv = _vload(xin, xo + t * 16)
+                    w = wo + t * MB
+                    a0 = _vfma(xv, _vbcast(wf, w), a0)
+                    a1 = _vfma(xv, _vbcast(wf, w + 1), a1)
+                    a2 = _vfma(xv, _vbcast(wf, w + 2), a2)
+                    a3 = _vfma(xv, _vbcast(wf, w + 3), a3)
+                    a4 = _vfma(xv, _vbcast(wf, w + 4), a4)
+                    a5 = _vfma(xv, _vbcast(wf, w + 5), a5)
+                    a6 = _vfma(xv, _vbcast(wf, w + 6), a6)
+                    a7 = _vfma(xv, _vbcast(wf, w + 7), a7)
+                o = m * OWP + ow0
+                _vstore(ybuf, o, a0)
+                _vstore(ybuf, o + OWP, a1)
+                _vstore(ybuf, o + 2 * OWP, a2)
+                _vstore(ybuf, o + 3 * OWP, a3)
+                _vstore(ybuf, o + 4 * OWP, a4)
+                _vstore(ybuf, o + 5 * OWP, a5)
+                _vstore(ybuf, o + 6 * OWP, a6)
+                _vstore(ybuf, o + 7 * OWP, a7)
+        for m in range(M):   # bias, residual, Relu, on the way to y's rows
+            o = ((n * M + m) * OH + oh) * OW
+            bm = _vbcast(bias, m)
+            for ow0 in range(0, OW, 16):
+                cnt = min(16, OW - ow0)
+                v = _vadd(_vload(ybuf, m * OWP + ow0), bm)
+                if has_res:
+                    v = _vadd(v, _vloadm(rf, o + ow0, cnt))
+                v = _vrelu_if(v, act == 1)
+                if cnt == 16:
+                    _vstore(yf, o + ow0, v)
+                else:
+                    _vstorem(yf, o + ow0, v, cnt)
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _rows_par(xf, wf, bias, yf, rf, shape, M, OH, OW, kh, kw, pt, pl, act, has_res, xins, nt):
+    """_rows over `nt` threads, each a run of the output rows and a scratch of its own."""
+    rows = shape[0] * OH
+    for t in prange(nt):
+        r0, r1 = _split(rows, nt, t, 1)
+        _rows(xf, wf, bias, yf, rf, shape, M, OH, OW, kh, kw, pt, pl, act, has_res,
+              xins[t], r0, r1)
+
+
+@njit(**_JIT)
+def conv_s2(x, wq, m, kernel, bias, pads, act, res):
+    """ONNX Conv, stride 2, of float32 x (N, C, H, W) with wq = pack_s2(w) for w
+    (m, C, kh, kw): act(conv + bias (+ res)) -> (N, m, OH, OW).  pads (top, left, bottom,
+    right); act 0 identity, 1 Relu; res None or an (N, m, OH, OW) array."""
+    N, C, H, W = x.shape
+    kh, kw = kernel
+    K = C * kh * kw
+    if wq.shape[1] != K or wq.shape[2] != MB or wq.shape[0] * MB < m or bias.shape[0] < m:
+        raise ValueError("conv_s2: packed weights do not match x / kernel / m")
+    OH = (H + pads[0] + pads[2] - kh) // 2 + 1
+    OW = (W + pads[1] + pads[3] - kw) // 2 + 1
+    y = np.empty((N, m, max(OH, 0), max(OW, 0)), np.float32)
+    if y.size == 0:
+        return y
+    xf = np.ascontiguousarray(x).reshape(x.size)
+    yf = y.reshape(y.size)
+    rf = _flat_res(res, y)
+    has_res = res is not None
+    bf = np.ascontiguousarray(bias)
+    shape = np.array([N, C, H, W], np.int64)
+    nt = num_threads() if y.size * K >= PAR_MIN_MACS else 1
+    nt = min(nt, N * OH)
+    nblk = (OW + 15) // 16
+    if nt > 1:
+        xins = np.empty((nt, (K + (m + MB - 1) // MB * MB) * 16 * nblk), np.float32)
+        _rows_par(xf, wq.reshape(wq.size), bf, yf, rf, shape, m, OH, OW, kh, kw, pads[0],
+                  pads[1], act, has_res, xins, nt)
+    else:
+        _rows(xf, wq.reshape(wq.size), bf, yf, rf, shape, m, OH, OW, kh, kw, pads[0],
+              pads[1], act, has_res, np.empty((K + (m + MB - 1) // MB * MB) * 16 * nblk, np.float32), I0, N * OH)
+    return y
