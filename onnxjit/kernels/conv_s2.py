@@ -160,12 +160,14 @@ def conv_s2(x, wq, m, kernel, bias, pads, act, res):
     shape = np.array([N, C, H, W], np.int64)
     nt = num_threads() if y.size * K >= PAR_MIN_MACS else 1
     nt = min(nt, N * OH)
-    nblk = (OW + 15) // 16
+    # per thread: K tap vectors, then the row buffer of every (padded) output channel
+    scratch = (K + wq.shape[0] * MB) * ((OW + 15) // 16 * 16)
+    wf = wq.reshape(wq.size)
     if nt > 1:
-        xins = np.empty((nt, (K + (m + MB - 1) // MB * MB) * 16 * nblk), np.float32)
-        _rows_par(xf, wq.reshape(wq.size), bf, yf, rf, shape, m, OH, OW, kh, kw, pads[0],
-                  pads[1], act, has_res, xins, nt)
+        xins = np.empty((nt, scratch), np.float32)
+        _rows_par(xf, wf, bf, yf, rf, shape, m, OH, OW, kh, kw, pads[0], pads[1], act, has_res,
+                  xins, nt)
     else:
-        _rows(xf, wq.reshape(wq.size), bf, yf, rf, shape, m, OH, OW, kh, kw, pads[0],
-              pads[1], act, has_res, np.empty((K + (m + MB - 1) // MB * MB) * 16 * nblk, np.float32), I0, N * OH)
+        _rows(xf, wf, bf, yf, rf, shape, m, OH, OW, kh, kw, pads[0], pads[1], act, has_res,
+              np.empty(scratch, np.float32), I0, N * OH)
     return y
