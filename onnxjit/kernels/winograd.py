@@ -571,8 +571,12 @@ _CHUNK_BYTES = 1 << 20
 _MIN_CHUNK_COLS = 64  # narrower GEMMs lose more to BLAS overhead than they gain in cache
 
 
-_PAR_MIN_MACS = 1 << 20  # below this (output pixels x M x C) one thread does it all
-_CHUNKS_MIN_MACS = 1 << 17  # ... unless whole chunks go to threads (_conv3x3_chunks),
+# Below this (output pixels x M x C; ~100 us of work) one thread does it all.  Whole chunks on
+# threads (_conv3x3_chunks) won 20-25% on the small CNN's 3->16 at 64x64 and 16->32 at 32x32
+# when the second core was free, but in this shared host's slow windows the same two convs took
+# 71 us on 2 threads against 43 on 1 (the small CNN 1.8-2.0x ORT's time instead of 1.25).
+_PAR_MIN_MACS = 1 << 20
+_CHUNKS_MIN_MACS = 1 << 20  # whole chunks go to threads (_conv3x3_chunks) from this size
 _CHUNKS_MAX_U = 1 << 20  # done while U (alpha^2 x C x M) is at most this many bytes
 _CHUNK_MIN_TILES = 32  # ... and each thread gets this many tiles (the GEMM kernels' width;
 # at 16x16 by F(4x4), 8 tiles per thread ran 1.5-2x the one-thread time)
