@@ -43,6 +43,37 @@ def _ort(model, feeds):
     return sess.run(None, feeds)[0]
 
 
+def check_conv_matches_ort(x_shape, w_shape, attrs, res, relu, threads, kernel_call):
+    """Conv [-> Add(res)] [-> Relu] with random float32 data, prepared on `threads` Numba
+    threads: its source calls `kernel_call`, and its output matches ORT's to 2e-6 of the
+    rounding scale (the same graph over |x|, |w|, |b|, |res|)."""
+    rng = np.random.default_rng(sum(x_shape[2:]) + w_shape[0])
+    x = rng.standard_normal(x_shape, dtype=np.float32)
+    w = rng.standard_normal(w_shape, dtype=np.float32)
+    b = rng.standard_normal(w_shape[0], dtype=np.float32)
+    plain = _model(x.shape, w, b, attrs, None, False)
+    out_shape = _ort(plain, {"x": x}).shape
+    r = rng.standard_normal(out_shape, dtype=np.float32) if res else None
+    model = _model(x.shape, w, b, attrs, r, relu)
+    feeds = {"x": x} if r is None else {"x": x, "r": r}
+
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        rep = backend.prepare(model)
+        got = rep.run(list(feeds.values()))[0]
+    finally:
+        numba.set_num_threads(old)
+    assert kernel_call in rep.source()
+    want = _ort(model, feeds)
+    # rounding scale: the same conv on |x| and |w| (plus the bias and residual magnitudes)
+    absm = _model(x.shape, np.abs(w), np.abs(b), attrs, None if r is None else np.abs(r), False)
+    scale = _ort(absm, {"x": np.abs(x)} if r is None else {"x": np.abs(x), "r": np.abs(r)})
+    assert got.shape == want.shape and got.dtype == np.float32
+    err = np.abs(got.astype(np.float64) - want) / (scale + 1.0)
+    assert err.max() < 2e-6, err.max()
+
+
 CASES = [
     # (N, C, spatial, M, kernel, strides, pads, dilations, group)
     (1, 5, (64, 64), 16, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1),      # stem: banded split
@@ -68,33 +99,10 @@ CASES = [
 @pytest.mark.parametrize("res,relu", [(False, False), (True, True)])
 def test_conv_packed_matches_ort(case, res, relu, threads):
     n, c, spatial, m, kernel, strides, pads, dil, group = case
-    rng = np.random.default_rng(sum(spatial) + m)
-    x = rng.standard_normal((n, c) + spatial, dtype=np.float32)
-    w = rng.standard_normal((m, c // group) + kernel, dtype=np.float32)
-    b = rng.standard_normal(m, dtype=np.float32)
     attrs = dict(kernel_shape=list(kernel), strides=list(strides), pads=list(pads),
                  dilations=list(dil), group=group)
-    plain = _model(x.shape, w, b, attrs, None, False)
-    out_shape = _ort(plain, {"x": x}).shape
-    r = rng.standard_normal(out_shape, dtype=np.float32) if res else None
-    model = _model(x.shape, w, b, attrs, r, relu)
-    feeds = {"x": x} if r is None else {"x": x, "r": r}
-
-    old = numba.get_num_threads()
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    try:
-        rep = backend.prepare(model)
-        got = rep.run(list(feeds.values()))[0]
-    finally:
-        numba.set_num_threads(old)
-    assert "__k_conv_packed.conv_packed(" in rep.source()
-    want = _ort(model, feeds)
-    # rounding scale: the same conv on |x| and |w| (plus the bias and residual magnitudes)
-    absm = _model(x.shape, np.abs(w), np.abs(b), attrs, None if r is None else np.abs(r), False)
-    scale = _ort(absm, {"x": np.abs(x)} if r is None else {"x": np.abs(x), "r": np.abs(r)})
-    assert got.shape == want.shape and got.dtype == np.float32
-    err = np.abs(got.astype(np.float64) - want) / (scale + 1.0)
-    assert err.max() < 2e-6, err.max()
+    check_conv_matches_ort((n, c) + spatial, (m, c // group) + kernel, attrs, res, relu,
+                           threads, "__k_conv_packed.conv_packed(")
 
 
 @pytest.mark.parametrize("trans_b,c_shape,beta,relu", [

@@ -8,14 +8,12 @@ pads, rows wider than two 16-output blocks with a partial last one, kernels that
 small input, a batch of 2, output channels that are no multiple of 8, the Relu and residual
 epilogue, on 1 and 2 Numba threads; and which convs the lowering sends there.
 """
-import numba
 import numpy as np
 import pytest
 
-import onnxjit.backend as backend
 from onnxjit.kernels import conv_s2
 from onnxjit.kernels.sgemm import has_avx512
-from test_conv_packed import _model, _ort
+from test_conv_packed import check_conv_matches_ort
 
 pytestmark = pytest.mark.skipif(not has_avx512(), reason="conv_s2 runs on AVX-512 CPUs only")
 
@@ -36,31 +34,9 @@ CASES = [
 @pytest.mark.parametrize("res,relu", [(False, False), (False, True), (True, True)])
 def test_conv_s2_matches_ort(case, res, relu, threads):
     n, c, spatial, m, kernel, pads = case
-    rng = np.random.default_rng(sum(spatial) + m)
-    x = rng.standard_normal((n, c) + spatial, dtype=np.float32)
-    w = rng.standard_normal((m, c) + kernel, dtype=np.float32)
-    b = rng.standard_normal(m, dtype=np.float32)
     attrs = dict(kernel_shape=list(kernel), strides=[2, 2], pads=list(pads))
-    plain = _model(x.shape, w, b, attrs, None, False)
-    out_shape = _ort(plain, {"x": x}).shape
-    r = rng.standard_normal(out_shape, dtype=np.float32) if res else None
-    model = _model(x.shape, w, b, attrs, r, relu)
-    feeds = {"x": x} if r is None else {"x": x, "r": r}
-
-    old = numba.get_num_threads()
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    try:
-        rep = backend.prepare(model)
-        got = rep.run(list(feeds.values()))[0]
-    finally:
-        numba.set_num_threads(old)
-    assert "__k_conv_s2.conv_s2(" in rep.source()
-    want = _ort(model, feeds)
-    absm = _model(x.shape, np.abs(w), np.abs(b), attrs, None if r is None else np.abs(r), False)
-    scale = _ort(absm, {"x": np.abs(x)} if r is None else {"x": np.abs(x), "r": np.abs(r)})
-    assert got.shape == want.shape and got.dtype == np.float32
-    err = np.abs(got.astype(np.float64) - want) / (scale + 1.0)
-    assert err.max() < 2e-6, err.max()
+    check_conv_matches_ort((n, c) + spatial, (m, c) + kernel, attrs, res, relu, threads,
+                           "__k_conv_s2.conv_s2(")
 
 
 @pytest.mark.parametrize("c,kernel,strides,dil,group,dtype,want", [
