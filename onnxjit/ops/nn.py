@@ -192,8 +192,8 @@ def scale_into_conv(ctx, a, b, **legacy):
         step, vec = _foldable_conv(ctx, x, c)
         if step is not None:
             w, bias = step.inputs[1], step.inputs[2]
-            step.inputs[1] = ctx.constant(
-                (w.const * vec.reshape((-1,) + (1,) * (w.rank - 1))).astype(w.dtype, copy=False))
+            scaled = w.const * vec.reshape((-1,) + (1,) * (w.rank - 1))
+            step.inputs[1] = ctx.constant(scaled.astype(w.dtype, copy=False))
             step.inputs[2] = ctx.constant((bias.const * vec).astype(bias.dtype, copy=False))
             step.nodes.append(ctx.label)
             return step.outs[0]
