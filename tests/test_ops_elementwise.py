@@ -296,6 +296,33 @@ def test_cast_1_names_the_type():
         np.testing.assert_array_equal(got, x.astype(np.int32))
 
 
+@pytest.mark.parametrize("source", ALL, ids=str)
+def test_bitcast(source):
+    """BitCast to every other type of the same width (bool only from 0/1 bytes), on a 2x3x4
+    tensor and a scalar; NaN payloads and signs survive as bits."""
+    source = np.dtype(source)
+    x = data(source)
+    if source.kind == "f":
+        x.flat[:4] = [np.nan, -np.nan, np.inf, -0.0]
+    feeds = {"x": x, "s": x.reshape(-1)[5].reshape(())}
+    nodes, outputs = [], []
+    for to in ALL:
+        if to.itemsize != source.itemsize or (to == BOOL and source != BOOL):
+            continue
+        for src in ("x", "s"):
+            nodes.append(helper.make_node("BitCast", [src], [f"{src}_{to}"],
+                                          to=helper.np_dtype_to_tensor_dtype(to)))
+            outputs.append(f"{src}_{to}")
+    check(nodes, feeds, outputs, 26)
+
+
+def test_bitcast_refuses_other_widths():
+    x = floats(F32)
+    node = helper.make_node("BitCast", ["x"], ["y"], to=TensorProto.INT64)
+    with pytest.raises(Exception, match="widths differ"):
+        onnxjit.backend.prepare(model_of([node], {"x": x}, ["y"], 26))
+
+
 # ---- legacy broadcasting, PRelu slopes, BatchNormalization -------------------------------
 def test_legacy_broadcast_axis():
     """Opset < 7 Add/Mul with broadcast=1: b aligns with a from `axis` (no reference support)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from ..ir import COMPILABLE_DTYPES, tensor_dtype
+from ..ir import COMPILABLE_DTYPES, NARROW_FLOATS, tensor_dtype
 from ..registry import register
 
 BOOL = np.dtype(np.bool_)
@@ -387,6 +387,30 @@ def Cast(ctx, x, to, saturate=1, round_mode="up"):
 def CastLike(ctx, x, like, saturate=1, round_mode="up"):
     y = _cast(ctx, x, like.dtype)
     return y if y is not x else _copy(ctx, x)
+
+
+@register("BitCast", 26)
+def BitCast(ctx, x, to):
+    """The bits of x read as `to` (same width): a view of the flat array, copied out by the
+    emitter if it becomes a graph output."""
+    dtype = tensor_dtype(to)
+    narrow = [d.name for d in (x.dtype, dtype) if d in NARROW_FLOATS]
+    if narrow:
+        ctx.fail(f"BitCast of {narrow[0]} cannot be compiled: onnxjit holds {narrow[0]} "
+                 "values in float32")
+    if dtype not in COMPILABLE_DTYPES:
+        name = TensorProto.DataType.Name(to) if to in TensorProto.DataType.values() else to
+        ctx.fail(f"BitCast to {name} cannot be compiled (onnxjit holds float16/32/64, "
+                 "bfloat16, int8-64, uint8-64 and bool)")
+    if dtype.itemsize != x.dtype.itemsize:
+        ctx.fail(f"BitCast from {x.dtype.name} to {dtype.name}: the widths differ "
+                 f"({8 * x.dtype.itemsize} and {8 * dtype.itemsize} bits)")
+    if dtype == x.dtype:
+        return _copy(ctx, x)
+    flat = ctx.lit((int(np.prod(x.shape, dtype=np.int64)),))
+    return ctx.call(f"__np.ascontiguousarray({{0}}).reshape({flat})"
+                    f".view({ctx.dtype_src(dtype)}).reshape({ctx.lit(tuple(x.shape))})", x,
+                    shape=x.shape, dtype=dtype, view=True)
 
 
 # ---- BatchNormalization (inference) ----------------------------------------------------------
