@@ -305,3 +305,29 @@ def test_concat_large_outputs_share_the_copy(threads, shapes, axis, dtype):
         np.testing.assert_array_equal(got, ref)
     finally:
         numba.set_num_threads(old)
+
+
+def test_optional_tensor_ops():
+    """OptionalHasElement of a tensor and of an omitted input, OptionalGetElement of a tensor
+    (resolved at compile time), against the reference."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    nodes = [helper.make_node("OptionalHasElement", ["x"], ["has"]),
+             helper.make_node("OptionalHasElement", [], ["none"]),
+             helper.make_node("OptionalGetElement", ["x"], ["got"]),
+             helper.make_node("Relu", ["got"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info(n, t, None)
+         for n, t in (("has", TensorProto.BOOL), ("none", TensorProto.BOOL),
+                      ("y", TensorProto.FLOAT))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    check_reference(model, [x])
+
+
+def test_optional_get_element_of_nothing_is_refused():
+    node = helper.make_node("OptionalGetElement", [""], ["y"])
+    graph = helper.make_graph([node], "g", [],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(LoweringError, match="empty optional"):
+        onnxjit.backend.prepare(model)

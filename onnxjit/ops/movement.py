@@ -106,6 +106,21 @@ def Identity(ctx, x):
     return x
 
 
+# Optionals of tensors are resolved at compile time: a present input is its tensor, an omitted
+# one is empty.  An optional-typed graph input is compiled as present: None for it at run time
+# is refused with an InputError, like any missing input.
+@register("OptionalHasElement", 15)
+def OptionalHasElement(ctx, x=None):
+    return ctx.constant(np.array(x is not None))
+
+
+@register("OptionalGetElement", 15)
+def OptionalGetElement(ctx, x=None):
+    if x is None:
+        ctx.fail("OptionalGetElement of an empty optional")
+    return x
+
+
 @register("Dropout", 1)
 def Dropout(ctx, x, ratio=None, training_mode=None, is_test=0, consumed_inputs=None, seed=None):
     """Inference: output = input, mask all True (training mode only with ratio 0)."""
