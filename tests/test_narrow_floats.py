@@ -43,3 +43,24 @@ def test_narrow_chain_matches_the_reference(name):
     expected = ReferenceEvaluator(model).run(None, {"x": x})[0]
     assert got.dtype == expected.dtype
     np.testing.assert_array_equal(got.astype(np.float32), expected.astype(np.float32))
+
+
+@pytest.mark.parametrize("name", sorted(NARROW))
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+def test_softmax_family_rounds_a_float32_result(name, op):
+    """Computed in float32 and rounded once: equal to the reference on the float32 values,
+    rounded to the narrow type."""
+    dtype, onnx_type = NARROW[name]
+    x = (np.random.default_rng(2).standard_normal((4, 3, 7)) * 3).astype(dtype)
+    model = _model([helper.make_node(op, ["x"], ["y"], axis=1)],
+                   [helper.make_tensor_value_info("x", onnx_type, list(x.shape))],
+                   [helper.make_tensor_value_info("y", onnx_type, None)])
+    got = backend.prepare(model).run([x])[0]
+    wide = _model([helper.make_node(op, ["x"], ["y"], axis=1)],
+                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    want = ReferenceEvaluator(wide).run(None, {"x": x.astype(np.float32)})[0].astype(dtype)
+    assert got.dtype == np.dtype(dtype)
+    eps = float(ml_dtypes.finfo(dtype).eps)   # at most one step apart (a float32 tie flips)
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=eps,
+                               atol=float(ml_dtypes.finfo(dtype).smallest_normal))

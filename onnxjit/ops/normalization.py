@@ -9,9 +9,11 @@ import math
 
 import numpy as np
 
+from ..ir import NARROW_FLOATS
 from ..kernels import sgemm
 from ..registry import register
 from . import nn
+from .elementwise import _cast
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -64,21 +66,22 @@ def _softmax_rows_f32(ctx, x, axis, coerce):
 
 
 def _softmax_family(op_type, kernel):
-    @register(op_type, 1)
-    def coerced(ctx, x, axis=1):
+    def lower(ctx, x, axis, coerce):
+        if x.dtype in NARROW_FLOATS:   # held in float32: compute there, round the result once
+            return _cast(ctx, lower(ctx, _cast(ctx, x, np.float32), axis, coerce), x.dtype)
         if kernel == "softmax":
-            y = _softmax_rows_f32(ctx, x, axis, coerce=True)
+            y = _softmax_rows_f32(ctx, x, axis, coerce)
             if y is not None:
                 return y
-        return _along_axis(ctx, kernel, x, axis, coerce=True)
+        return _along_axis(ctx, kernel, x, axis, coerce)
+
+    @register(op_type, 1)
+    def coerced(ctx, x, axis=1):
+        return lower(ctx, x, axis, True)
 
     @register(op_type, 13)
     def single_axis(ctx, x, axis=-1):
-        if kernel == "softmax":
-            y = _softmax_rows_f32(ctx, x, axis, coerce=False)
-            if y is not None:
-                return y
-        return _along_axis(ctx, kernel, x, axis, coerce=False)
+        return lower(ctx, x, axis, False)
 
     coerced.__name__ = single_axis.__name__ = op_type
 
