@@ -23,12 +23,12 @@ from numba import njit, prange
 
 from . import PRANGE_ONLY
 from .pool import _row_vec, _vevens, _vodds
-from .sgemm import (I0, PAR_MIN_MACS, _split, _vadd, _vbcast, _vfma, _vload, _vloadm,
-                    _vrelu_if, _vstore, _vstorem, _vzero, has_avx512, num_threads)
+from .sgemm import (I0, NR, PAR_MIN_MACS, _split, _vadd, _vbcast, _vfma, _vload, _vloadm,
+                    _vrelu_if, _vstore, _vstorem, _vzero, has_avx512, num_threads, pack_a)
 from .winograd import _flat_res
 
 _JIT = dict(cache=True, error_model="numpy")
-MB = 8          # output channels per register block
+MB = 8          # output channels per register block (NR = 32 divides into 4 of them)
 MAX_C = 4        # input channels (images: gray, RGB, RGBA)
 MAX_TAPS = 160  # C*kh*kw up to this: 7x7 over 3 channels (ResNet-50's stem 2.48 -> 2.29 ms)
 
@@ -43,14 +43,11 @@ def use_s2(C, kernel, strides, dilations, group, dtype):
 
 
 def pack_s2(w):
-    """Conv weights (M, C, kh, kw) -> float32 (ceil(M/8), C*kh*kw, 8): per block of 8 output
-    channels, tap by tap, the 8 weights the FMAs broadcast (zeros past M)."""
+    """Conv weights (M, C, kh, kw) -> ``sgemm.pack_a`` panels (ceil(M/32), C*kh*kw, 32): per
+    tap, 32 output channels' weights side by side (zeros past M); the FMAs broadcast 8 of
+    them at a time."""
     w = np.asarray(w, np.float32)
-    m, k = w.shape[0], int(np.prod(w.shape[1:]))
-    nb = -(-m // MB)
-    packed = np.zeros((nb * MB, k), np.float32)
-    packed[:m] = w.reshape(m, k)
-    return np.ascontiguousarray(packed.reshape(nb, MB, k).transpose(0, 2, 1))
+    return pack_a(w.reshape(w.shape[0], -1))
 
 
 @njit(**_JIT)
@@ -86,15 +83,14 @@ def _rows(xf, wf, bias, yf, rf, shape, M, OH, OW, kh, kw, pt, pl, act, has_res, 
                                 _vstore(xin, (k + kx + 1) * 16, _vodds(lo, hi))
                     k += kw
         for mb in range((M + MB - 1) // MB):
-            wo = mb * K * MB
             m = mb * MB
+            wo = m // NR * K * NR + m % NR   # channel m's weight at tap 0 in its panel
             for ow0 in range(0, OW, 16):
-                cnt = min(16, OW - ow0)
                 xo = (ow0 // 16) * K * 16
                 a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = zero
                 for t in range(K):
                     xv = _vload(xin, xo + t * 16)
-                    w = wo + t * MB
+                    w = wo + t * NR
                     a0 = _vfma(xv, _vbcast(wf, w), a0)
                     a1 = _vfma(xv, _vbcast(wf, w + 1), a1)
                     a2 = _vfma(xv, _vbcast(wf, w + 2), a2)
@@ -145,7 +141,7 @@ def conv_s2(x, wq, m, kernel, bias, pads, act, res):
     N, C, H, W = x.shape
     kh, kw = kernel
     K = C * kh * kw
-    if wq.shape[1] != K or wq.shape[2] != MB or wq.shape[0] * MB < m or bias.shape[0] < m:
+    if wq.shape[1] != K or wq.shape[2] != NR or wq.shape[0] * NR < m or bias.shape[0] < m:
         raise ValueError("conv_s2: packed weights do not match x / kernel / m")
     OH = (H + pads[0] + pads[2] - kh) // 2 + 1
     OW = (W + pads[1] + pads[3] - kw) // 2 + 1
@@ -161,7 +157,7 @@ def conv_s2(x, wq, m, kernel, bias, pads, act, res):
     nt = num_threads() if y.size * K >= PAR_MIN_MACS else 1
     nt = min(nt, N * OH)
     # per thread: K tap vectors, then the row buffer of every (padded) output channel
-    scratch = (K + wq.shape[0] * MB) * ((OW + 15) // 16 * 16)
+    scratch = (K + (m + MB - 1) // MB * MB) * ((OW + 15) // 16 * 16)
     wf = wq.reshape(wq.size)
     if nt > 1:
         xins = np.empty((nt, scratch), np.float32)

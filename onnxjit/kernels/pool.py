@@ -27,7 +27,7 @@ from numba.extending import intrinsic, overload
 
 from . import PRANGE_ONLY
 from .conv import _copy_run, as5d, from5d, pads6, put_window, span, tup3
-from .normalization import _vsplat
+from .normalization import _vmax, _vsplat
 from .sgemm import (_F32_1D, _I32, _VEC, I0, _elem_ptr, _lane_mask, _lane_op, _splat, _split,
                     _vadd, _vbcast, _vload, _vmul, _vstore, _vstorem, f32x16, has_avx512, num_threads)
 
@@ -484,17 +484,8 @@ def _row_vec(xf, row, W, c, pad):
 
 
 @intrinsic
-def _vmaxp(typingctx, a, b):
-    """Lane-wise a > b ? a : b: one vmaxps, NaN not propagated (see _vhasnan)."""
-    def codegen(context, builder, sig, args):
-        a, b = args
-        return builder.select(builder.fcmp_ordered(">", a, b), a, b)
-    return f32x16(f32x16, f32x16), codegen
-
-
-@intrinsic
 def _vhasnan(typingctx, a):
-    """Whether any lane of a is NaN."""
+    """Whether any lane of a is NaN (the running max _vmax skips NaNs)."""
     def codegen(context, builder, sig, args):
         m = builder.fcmp_unordered("uno", args[0], args[0])
         return builder.icmp_unsigned("!=", builder.bitcast(m, ir.IntType(16)),
@@ -569,14 +560,14 @@ def _rows_pass(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1
                     row = (plane * H + h0 + r * dh) * W
                     a, b = _row_vec(xf, row, W, c, pad), _row_vec(xf, row, W, c + 16, pad)
                     if is_max:
-                        lo, hi = _vmaxp(lo, a), _vmaxp(hi, b)
+                        lo, hi = _vmax(lo, a), _vmax(hi, b)
                         chk = _vadd(chk, _vadd(a, b))
                     else:
                         lo, hi = _vadd(lo, a), _vadd(hi, b)
                     if kw == 3:
                         e = _row_vec(xf, row, W, c + 32, pad)
                         if is_max:
-                            nx = _vmaxp(nx, e)
+                            nx = _vmax(nx, e)
                             chk = _vadd(chk, e)
                         else:
                             nx = _vadd(nx, e)
@@ -586,9 +577,9 @@ def _rows_pass(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1
                     _rows_max_scalar(xf, y, dst, plane, H, W, h0, r0, r1, dh, kw, pl, i, n)
                     continue
                 if is_max:
-                    v = _vmaxp(ev, od)
+                    v = _vmax(ev, od)
                     if kw == 3:
-                        v = _vmaxp(v, _vnext(ev, nx))
+                        v = _vmax(v, _vnext(ev, nx))
                 else:
                     v = _vadd(ev, od)
                     if kw == 3:
@@ -673,7 +664,7 @@ def _pool_whole(xf, y, in3, k3, s3, p6, d3, is_max, count_include_pad, p0, p1):
 # Compile time: Numba links every callee's code into each caller and optimizes the whole again,
 # so each njit level above the schemes costs seconds.  The thin wrappers are inlined (IR level),
 # and is_max / count_include_pad reach _pool_par as plain bool / int64, not literals: max and
-# average pooling share one compiled chain (first use of both: ~45 s, against ~75 s).
+# average pooling share one compiled chain (first use of both: ~53 s, against ~75 s).
 @njit(inline="always", **_JIT)
 def _pool5(x, k3, s3, p6, d3, o3, is_max, count_include_pad):
     """Pick the pooling scheme (whole-plane window, stride-1 same-size, or phase buffers) and

@@ -407,8 +407,7 @@ def BitCast(ctx, x, to):
                  f"({8 * x.dtype.itemsize} and {8 * dtype.itemsize} bits)")
     if dtype == x.dtype:
         return _copy(ctx, x)
-    flat = ctx.lit((int(np.prod(x.shape, dtype=np.int64)),))
-    return ctx.call(f"__np.ascontiguousarray({{0}}).reshape({flat})"
+    return ctx.call(f"__np.ascontiguousarray({{0}}).reshape({ctx.lit((x.size,))})"
                     f".view({ctx.dtype_src(dtype)}).reshape({ctx.lit(tuple(x.shape))})", x,
                     shape=x.shape, dtype=dtype, view=True)
 

@@ -5,6 +5,7 @@ import numpy as np
 
 from ..registry import register
 from .indexing import Gather
+from .movement import reshape
 
 ML = "ai.onnx.ml"
 
@@ -20,16 +21,6 @@ def Binarizer(ctx, x, threshold=0.0):
     return ctx.elementwise(f"({one} if {{0}} > {t} else {zero})", x, dtype=x.dtype)
 
 
-def _flat(ctx, v, shape):
-    """v reshaped to `shape` (a constant folded, else a view)."""
-    if tuple(v.shape) == tuple(shape):
-        return v
-    if v.const is not None:
-        return ctx.constant(v.const.reshape(shape))
-    return ctx.call(f"__np.ascontiguousarray({{0}}).reshape({ctx.lit(tuple(shape))})", v,
-                    shape=tuple(shape), dtype=v.dtype, view=True)
-
-
 @register("ArrayFeatureExtractor", 1, domain=ML)
 def ArrayFeatureExtractor(ctx, x, y):
     """x[..., y.ravel()], shaped x.shape[:-1] + (y.size,) ((1, y.size) for a 1-D x): Gather
@@ -38,6 +29,5 @@ def ArrayFeatureExtractor(ctx, x, y):
         ctx.fail(f"ArrayFeatureExtractor indices must be int64, got {y.dtype}")
     if x.rank == 0:
         ctx.fail("ArrayFeatureExtractor of a scalar")
-    n = int(np.prod(y.shape, dtype=np.int64))
-    z = Gather(ctx, x, _flat(ctx, y, (n,)), axis=-1)
-    return _flat(ctx, z, (1, n) if x.rank == 1 else tuple(x.shape[:-1]) + (n,))
+    z = Gather(ctx, x, reshape(ctx, y, (y.size,)), axis=-1)
+    return reshape(ctx, z, (1, y.size) if x.rank == 1 else tuple(x.shape[:-1]) + (y.size,))
