@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import operator
 import threading
+import time
 from collections import OrderedDict
 
 import numpy as np
@@ -13,6 +14,7 @@ from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupl
 from .errors import InputError, ModelError, NeedsInputValue, UnsupportedOpError
 from .ir import input_specs, load_model
 from .pipeline import compile_model, unsupported_ops
+from .tiers import COMPILED, BackgroundCompile, tiered_default
 
 DEFAULT_MAX_SIGNATURES = 32
 
@@ -20,9 +22,13 @@ DEFAULT_MAX_SIGNATURES = 32
 class OnnxJitRep(BackendRep):
     """A prepared model: compiled entries keyed by input signature (shapes and dtypes)."""
 
-    def __init__(self, model, device="CPU", max_signatures=DEFAULT_MAX_SIGNATURES, profile=False):
+    def __init__(self, model, device="CPU", max_signatures=DEFAULT_MAX_SIGNATURES, profile=False,
+                 tiered=None, progress=None):
         self.model = model
         self.profiling = profile
+        self.tiered = tiered_default() if tiered is None else bool(tiered)
+        self.progress = progress
+        self._jobs = []               # BackgroundCompile of signatures on the reference tier
         self.device = device
         self.max_signatures = max_signatures
         inits = {t.name for t in model.graph.initializer}
@@ -131,7 +137,8 @@ class OnnxJitRep(BackendRep):
         while True:
             values = {self.input_names[i]: arrays[i] for i in self._value_inputs} if arrays else {}
             try:
-                compiled = compile_model(self.model, signature, label, self.profiling, values)
+                compiled = compile_model(self.model, signature, label, self.profiling, values,
+                                         cached_only=self.tiered, progress=self.progress)
                 break
             except NeedsInputValue as need:
                 index = self.input_names.index(need.name)
@@ -145,14 +152,49 @@ class OnnxJitRep(BackendRep):
             key += tuple(arrays[i].tobytes() for i in self._value_inputs)
         self._cache[key] = compiled
         self.compile_seconds += compiled.compile_seconds
-        usable = compiled.guarded is not None and not self._value_inputs
-        self._hot = compiled.guarded if usable else None
-        self._hot_weights = compiled.weights
-        self._hot_misses = 0
+        self._set_hot(compiled)
+        if compiled.tier != COMPILED:
+            self._jobs.append(BackgroundCompile(
+                self.model, signature, values, label, self.profiling,
+                lambda done: self._promote(key, compiled, done), self.progress))
         while len(self._cache) > self.max_signatures:
             _, evicted = self._cache.popitem(last=False)
             self._fast = {k: c for k, c in self._fast.items() if c is not evicted}
         return compiled
+
+    def _set_hot(self, compiled):
+        usable = compiled.guarded is not None and not self._value_inputs
+        self._hot = compiled.guarded if usable else None
+        self._hot_weights = compiled.weights
+        self._hot_misses = 0
+
+    def _promote(self, key, reference, compiled):
+        """Put the compiled graph where the reference tier answered for `key` (tiers.py)."""
+        with self._lock:
+            if self._cache.get(key) is not reference:     # evicted meanwhile
+                return
+            self._cache[key] = compiled
+            self._fast = {k: compiled if c is reference else c for k, c in self._fast.items()}
+            self.compile_seconds += compiled.compile_seconds
+            if next(reversed(self._cache)) == key:
+                self._set_hot(compiled)
+
+    # -- tiers ----------------------------------------------------------------------------------
+    @property
+    def tier(self):
+        """'compiled', or 'reference' while onnx's evaluator answers for the latest signature
+        and its optimized code compiles in the background (see tiers.py); None before any."""
+        return next(reversed(self._cache.values())).tier if self._cache else None
+
+    def wait(self, timeout=None):
+        """Block until every signature's optimized code is in place (True), or `timeout` seconds
+        pass (False); raises what stopped a background compile."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for job in list(self._jobs):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not job.wait(left):
+                return False
+        return True
 
     # -- inspection -----------------------------------------------------------------------------
     def signatures(self):
@@ -179,7 +221,7 @@ class OnnxJitRep(BackendRep):
         """Signatures kept, hits, misses and total compile seconds."""
         return {"signatures": len(self._cache), "max_signatures": self.max_signatures,
                 "hits": self.hits, "misses": self.misses,
-                "compile_seconds": round(self.compile_seconds, 3)}
+                "compile_seconds": round(self.compile_seconds, 3), "tier": self.tier}
 
     def explain(self, signature=None):
         """The fusion plan of a signature (default: the most recent): rows that print as a table."""
@@ -243,7 +285,8 @@ class OnnxJitBackend(Backend):
             names = ", ".join(f"{d}::{op} (opset {v})" for d, op, v in missing)
             raise UnsupportedOpError(f"onnxjit cannot lower: {names}", missing)
         return OnnxJitRep(model, device, kwargs.get("max_signatures", DEFAULT_MAX_SIGNATURES),
-                          profile=bool(kwargs.get("profile", False)))
+                          profile=bool(kwargs.get("profile", False)),
+                          tiered=kwargs.get("tiered"), progress=kwargs.get("progress"))
 
     @classmethod
     def run_model(cls, model, inputs, device="CPU", **kwargs):
@@ -252,7 +295,8 @@ class OnnxJitBackend(Backend):
     @classmethod
     def run_node(cls, node, inputs, device="CPU", outputs_info=None, **kwargs):
         model = _single_node_model(node, inputs, kwargs.get("opset_version"))
-        return cls.prepare(model, device).run([np.asarray(a) for a in inputs if a is not None])
+        return cls.prepare(model, device, **kwargs).run(
+            [np.asarray(a) for a in inputs if a is not None])
 
     @classmethod
     def supports_device(cls, device):

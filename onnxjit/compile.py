@@ -12,6 +12,7 @@ import threading
 
 import numba
 import numpy as np
+from numba.core.compiler_lock import global_compiler_lock
 
 # Re-entrant: importing a module imports the fused kernels it names (load_kernel).
 _IMPORT_LOCK = threading.RLock()
@@ -94,31 +95,55 @@ def numba_type(value):
     return numba.types.Array(numba.from_dtype(compute_dtype(value.dtype)), len(value.shape), "C")
 
 
-def compile_segments(module, segments, params):
+def compile_segments(module, segments, params, cached_only=False, progress=None):
     """Compile every call the entry makes (see emit.Segment) for the types it will see, or load
     it from Numba's caches; the compiled entry points, in order.
 
     `params` maps the entry's parameters to Values (C-contiguous arrays); the types of the other
     variables are the return types of the calls that assign them, so a call reading a library
     kernel's result from the Python driver is compiled for exactly what that kernel returns.
+    With `cached_only`, None as soon as a call that is or links a library kernel (Segment.links)
+    has no machine code in the caches: only the cheap generated code compiles.
+    `progress(done, total, name)` hears of each call before it compiles.
     """
     known = {name: numba_type(v) for name, v in params.items()}
-    entries = []
-    for seg in segments:
+    entries, compiled = [], 0
+    for i, seg in enumerate(segments):
         dispatcher = _callee(module, seg.name)
         signature = tuple(known[a] if a in known else numba.typeof(ast.literal_eval(a))
                           for a in seg.args) + _omitted(dispatcher, len(seg.args))
-        if signature not in dispatcher.overloads:   # a module imported before is compiled
+        if signature not in dispatcher.overloads and not load_cached(dispatcher, signature):
+            if cached_only and seg.links:
+                return None
+            if progress is not None:
+                progress(i, len(segments), seg.name)
             # The same text can serve other argument types (e.g. weights of another dtype);
             # rep.run's fast path disables compiling on entries, so allow it for this call.
             dispatcher.disable_compile(False)
             dispatcher.compile(signature)
+            compiled += 1
         overload = dispatcher.overloads[signature]
         if seg.targets:
             result = overload.signature.return_type
             known.update(zip(seg.targets, result.types if seg.unpack else [result]))
         entries.append(overload.entry_point)
+    if progress is not None and compiled:
+        progress(len(segments), len(segments), "")
     return entries
+
+
+def load_cached(dispatcher, signature):
+    """Give `dispatcher` its overload for `signature` from Numba's disk cache, as its `compile`
+    does first; False (and nothing compiled) when the cache has none."""
+    with global_compiler_lock:
+        if signature in dispatcher.overloads:
+            return True
+        cres = dispatcher._cache.load_overload(signature, dispatcher.targetctx)
+        if cres is None:
+            return False
+        dispatcher.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+        dispatcher.add_overload(cres)
+        return True
 
 
 def _omitted(dispatcher, given):

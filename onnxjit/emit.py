@@ -33,6 +33,7 @@ class Segment:
     args: list       # argument sources: entry parameters, earlier targets or Python literals
     targets: list = field(default_factory=list)   # the variables it assigns
     unpack: bool = True                           # targets unpack a returned tuple
+    links: bool = False   # it is, or its compiled code links in, a library kernel (slow to compile)
 
 
 @dataclass
@@ -96,11 +97,13 @@ def node_list(kernel):
 class Emitter:
     """Assigns identifiers to Values and writes the module."""
 
-    def __init__(self, program, kernels, model_label="model", profile=False):
+    def __init__(self, program, kernels, model_label="model", profile=False, entry="auto"):
         self.program, self.kernels, self.model_label = program, kernels, model_label
         self.profile = profile
+        self.entry_kind = entry   # "auto", or "driver": library kernels only from a Python driver
         self.names = NameTable()
         self.vars = {}          # id(Value) -> identifier
+        self.values = {}        # identifier -> Value
         self.weights = []       # const Values passed as arguments
         self.shared = {}        # "f_<hash>" -> SharedKernel
         self.bindings = []      # module-level lines binding each fused kernel's name
@@ -118,6 +121,7 @@ class Emitter:
                 self.weights.append(value)
             else:
                 self.vars[key] = self.names.fresh(f"t{len(self.vars)}")
+            self.values[self.vars[key]] = value
         return self.vars[key]
 
     def emit(self):
@@ -128,7 +132,7 @@ class Emitter:
         body = self.binding_block() + "\n" + buf.getvalue()
         header = template("module.py.tmpl").substitute(
             model_label=comment_text(self.model_label), signature=self.signature_text(),
-            n_kernels=len(self.kernels), kernels_digest=kernels_digest(), entry_kind="njit" if segments[0].name == entry else
+            n_kernels=len(self.kernels), kernels_digest=kernels_digest(), entry_kind="njit" if segments and segments[0].name == entry else
             f"Python driver over {len(segments)} compiled calls", imports=self.imports(body))
         source = header + body
         # writeable C arrays: the types the module is compiled for (Numba types read-only arrays apart)
@@ -222,21 +226,28 @@ class Emitter:
         params = [self.var(v) for v in self.program.inputs] + [self.var(w) for w in self.weights]
         values = {p: v for p, v in zip(params, list(self.program.inputs) + self.weights)}
         body = statements[:-1]
-        steps = driver_steps(body)
+        steps = driver_steps(body, python_library=self.entry_kind == "driver")
         if self.profile:      # each kernel a step of the driver, which times it
             steps = [s if s.library or s.movement else [s] for s in body]
         elif (sum(len(s.lines) for s in body) <= MAX_SEGMENT_STATEMENTS
               and not self.prefers_driver(body, steps)):
             self.write_function(buf, "segment.py.tmpl", "run_graph", params,
                                 [self.shape_guard()] + statements)
-            return "run_graph", [Segment("run_graph", params, unpack=False)], values
-        return "run_graph", self.write_driver(buf, steps, statements[-1], params), values
+            links = library_calls(body) > 0
+            return "run_graph", [Segment("run_graph", params, unpack=False, links=links)], values
+        return "run_graph", self.write_driver(buf, steps, statements[-1], params, values), values
 
     def prefers_driver(self, body, steps):
-        """A short graph still gets a Python driver when it writes at least DRIVER_MIN_ELEMENTS
+        """A short graph gets a Python driver when it calls library kernels and `entry` is
+        "driver" (the kernels' machine code then comes from their own cache, compiled once per
+        install, instead of being linked and optimized again into the entry: a first use in
+        seconds, against tens of seconds for a Conv or pooling entry). It also gets one when it
+        writes at least DRIVER_MIN_ELEMENTS
         elements (its run time dwarfs the driver's few microseconds per call) and the driver
         would leave fewer library calls in compiled code: in an njit entry each is linked and
         compiled again (AlexNet's entry took 15 s to compile, its driver 4.6 s)."""
+        if self.entry_kind == "driver" and library_calls(body):
+            return True
         if sum(math.prod(o.shape) for k in self.kernels for o in k.outputs) < DRIVER_MIN_ELEMENTS:
             return False
         in_segments = [s for step in steps if isinstance(step, list) for s in step]
@@ -255,10 +266,11 @@ class Emitter:
         return Statement([], [], ["# guard: only the input shapes this module was compiled for",
                                   f"if {' or '.join(checks)}:", "    return None"])
 
-    def write_driver(self, buf, steps, final, params):
+    def write_driver(self, buf, steps, final, params, types):
         """A Python `run_graph` running `steps` in order; the Segments it calls.
 
-        A step is a Statement the driver runs itself, a call of a library kernel (its machine
+        `types` {variable: Value} gains the variables made by statements the driver runs as
+        Python. A step is a Statement the driver runs itself, a call of a library kernel (its machine
         code comes from the kernel's own Numba cache, compiled once per install; inside an njit
         function it would be linked and compiled again into each caller) or of one fused kernel,
         or a list of Statements written as an njit segment returning what later steps read. The driver
@@ -272,13 +284,20 @@ class Emitter:
         segments, calls, defined = [], [], set(params)
         kernel_names = iter(k.name for k in self.kernels)
         for step, later in zip(steps, later_uses):
-            if isinstance(step, Statement):
+            if isinstance(step, Statement) and not (step.call or step.movement):
+                # Python source calling a library kernel: its dispatcher compiles (or loads from
+                # its cache) at the first run, for the types it meets. Later calls are compiled
+                # for what it makes as C arrays (another layout compiles again when met).
+                lines, reads, made = list(step.lines), step.used, step.targets
+                types.update((t, self.values[t]) for t in made)
+            elif isinstance(step, Statement):
                 function, args = step.call or self.bind_movement(step)
                 lines, reads, made = list(step.lines), step.used, step.targets
                 if step.movement:
                     lhs, expr = lines[-1].split(" = ", 1)
                     lines[-1] = f"{lhs} = {function}({', '.join(args)})  # {expr}"
-                segments.append(Segment(function, args, made, unpack=len(made) > 1))
+                segments.append(Segment(function, args, made, unpack=len(made) > 1,
+                                        links=step.library))
             else:
                 reads = [p for p in dict.fromkeys(u for s in step for u in s.used) if p in defined]
                 made = [t for s in step for t in s.targets if t in later]
@@ -286,7 +305,7 @@ class Emitter:
                 self.write_function(buf, "segment.py.tmpl", name, reads, step + [Statement(
                     [], made, [f"return {lit_tuple([f'__np.ascontiguousarray({r})' for r in made])}"])])
                 lines = [f"{lit_tuple(made) if made else '_'} = {name}({', '.join(reads)})"]
-                segments.append(Segment(name, reads, made))
+                segments.append(Segment(name, reads, made, links=library_calls(step) > 0))
             if self.profile:
                 lines.append(f"__t = __record({next(kernel_names)!r}, __t)")
             calls.append((lines, reads, made))
@@ -323,13 +342,15 @@ def library_calls(statements):
     return sum(line.split("#", 1)[0].count("__k_") for s in statements for line in s.lines)
 
 
-def driver_steps(statements):
+def driver_steps(statements, python_library=False):
     """The steps of a Python driver over `statements`: each library call and data movement (see
     calls.py) alone, the statements between them in lists of at most MAX_SEGMENT_STATEMENTS lines (an
-    njit segment each), except that a lone fused kernel is called directly, without a segment."""
+    njit segment each), except that a lone fused kernel is called directly, without a segment.
+    With `python_library`, any statement calling a library kernel (a reshaped MatMul, say) is a
+    step of its own that the driver runs as Python: no njit segment links the kernel in."""
     chunks, chunk = [], []
     for s in statements:
-        if s.library or s.movement:
+        if s.library or s.movement or (python_library and library_calls([s])):
             chunks.extend([chunk, s] if chunk else [s])
             chunk = []
             continue

@@ -292,7 +292,7 @@ def show_main(argv=None):
     from .errors import OnnxJitError
     try:
         dims = parse_dims(args.dim)
-        rep = prepare(args.model, profile=args.profile)
+        rep = prepare(args.model, profile=args.profile, tiered=False)
         _run_for_show(rep, dims, args.runs)
         compiled = rep.compiled()
     except (OnnxJitError, ValueError, LookupError) as exc:

@@ -1,6 +1,7 @@
 """The pipeline, stage by stage: specialize -> plan -> emit -> compile."""
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -12,6 +13,7 @@ import numpy as np
 from .ir import NARROW_FLOATS, Value
 from .plan import plan
 from .specialize import specialize
+from .tiers import COMPILED, DRIVER, reference_runner
 
 
 @dataclass
@@ -27,6 +29,7 @@ class CompiledGraph:
     path: str
     module: object = None
     guarded: object = None   # the njit dispatcher, type- and shape-checking (see rep.run)
+    tier: str = "compiled"   # or "reference": onnx's evaluator runs it while this compiles
 
     @property
     def profile(self):
@@ -34,11 +37,16 @@ class CompiledGraph:
         return getattr(self.module, "PROFILE", None)
 
 
-def compile_model(model, signature, label="model", profile=False, values=None):
+def compile_model(model, signature, label="model", profile=False, values=None,
+                  cached_only=False, progress=None, entry=None):
     """Compile `model` for `signature` = ((name, shape, dtype), ...) of its inputs.
 
     `values` {input name: array} gives the contents of inputs used as shapes, axes, pads ...:
-    the compiled code is specialized on them.
+    the compiled code is specialized on them. With `cached_only`, a graph whose machine code is
+    not all in the caches yet comes back on the reference tier (see tiers.py) instead of compiling;
+    `progress(done, total, name)` hears of each call that compiles. `entry` "driver" calls library
+    kernels from a Python driver only, never linking them into an njit entry (emit.Emitter);
+    default ONNXJIT_ENTRY, else "auto".
     """
     import onnxjit.ops  # noqa: F401  (registers the lowerings)
     start = time.perf_counter()
@@ -47,12 +55,25 @@ def compile_model(model, signature, label="model", profile=False, values=None):
               for name, shape, dtype in signature]
     program = specialize(model, inputs)
     kernels = plan(program)
-    generated = Emitter(program, kernels, label, profile=profile).emit()
+    entry = entry or os.environ.get("ONNXJIT_ENTRY", "auto")
+    generated = Emitter(program, kernels, label, profile=profile, entry=entry).emit()
     module = load_source(generated.source, generated.kernel_files)
-    entries = compile_segments(module, generated.segments, generated.params)
+    entries = compile_segments(module, generated.segments, generated.params, cached_only, progress)
+    if entries is None and entry != "driver" and generated.segments[0].links:
+        # An njit entry linking library kernels compiles for tens of seconds; a driver over the
+        # same steps needs only the kernels' own machine code, which may be cached already.
+        fallback = compile_model(model, signature, label, profile, values, True, progress,
+                                 "driver")
+        if fallback.tier == COMPILED:
+            fallback.tier = DRIVER
+        return fallback
+    if entries is None:
+        return CompiledGraph(signature, reference_runner(model), (), generated.listing, kernels,
+                             program, time.perf_counter() - start, module.__file__, module,
+                             tier="reference")
     # An njit entry is called through its compiled entry point, skipping the dispatcher's type
     # matching (~0.4 us): rep.run only calls it with arrays whose shape, dtype and layout match.
-    single = generated.segments[0].name == generated.entry
+    single = bool(entries) and generated.segments[0].name == generated.entry
     fn = entries[0] if single else getattr(module, generated.entry)
     fn = _narrow_edges(fn, program)
     guarded = None

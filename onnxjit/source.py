@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from importlib import resources
+from pathlib import Path
 from string import Template
 
 import numpy as np
@@ -52,10 +54,21 @@ def scalar_lit(value, dtype):
     return f"{dtype_src(dtype)}({lit(value)})"
 
 
+@functools.lru_cache(maxsize=None)
 def template(name):
     """A `string.Template` read from the shipped codegen_templates package."""
-    text = resources.files("onnxjit.codegen_templates").joinpath(name).read_text()
-    return Template(text)
+    return Template(templates_root().joinpath(name).read_text())
+
+
+def templates_root():
+    """The folder of the templates: the installed `onnxjit.codegen_templates` package, or the
+    checkout's top-level `codegen_templates/` when onnxjit is imported from a source tree (from the
+    repository root, its `onnxjit/` folder shadows the installed package, which maps the templates
+    into it at install time)."""
+    try:
+        return resources.files("onnxjit.codegen_templates")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / "codegen_templates"
 
 
 class LineBuffer:

@@ -5,6 +5,18 @@ import tempfile
 import pytest
 
 os.environ.setdefault("ONNXJIT_CACHE_DIR", os.path.join(tempfile.gettempdir(), "onnxjit-test-cache"))
+# Tests check compiled code: no reference tier (tests/test_tiers.py turns it on where it is tested).
+os.environ["ONNXJIT_TIERED"] = "0"
+# Library kernels are called from a Python driver, never linked into a graph's njit entry: each
+# kernel then compiles once per test run, not once per test model (a one-node MaxPool entry took
+# ~11 s to compile, its driver ~0.1 s). Tests of njit entries ask for them (fixture njit_entry).
+os.environ["ONNXJIT_ENTRY"] = "driver"
+
+
+@pytest.fixture
+def njit_entry(monkeypatch):
+    """Graphs short enough get an njit entry, library kernels linked in (the default outside tests)."""
+    monkeypatch.setenv("ONNXJIT_ENTRY", "auto")
 
 
 @pytest.hookimpl(hookwrapper=True)

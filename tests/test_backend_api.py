@@ -212,7 +212,7 @@ def test_outputs_that_view_an_input_are_copies(op, attrs, extra):
     assert x.reshape(-1)[0] == 0
 
 
-def test_models_with_weights_take_the_dispatcher_path():
+def test_models_with_weights_take_the_dispatcher_path(njit_entry):
     """The latest module's dispatcher must match on every call for a plain input list: a miss
     would cost Numba's slow mismatch error each time (weights must have the compiled types)."""
     w = np.arange(12, dtype=np.float32).reshape(3, 4)

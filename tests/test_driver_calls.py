@@ -96,7 +96,7 @@ def test_driver_runs_movement_as_shared_kernels():
             "p0, p1)") in rep.source()
 
 
-def test_small_graphs_keep_movement_inline():
+def test_small_graphs_keep_movement_inline(njit_entry):
     """In an njit entry movement stays an expression: no call, no shared kernel."""
     model = concat_split_model(blocks=1)
     rep = backend.prepare(model)
@@ -126,7 +126,7 @@ def pools(dims, n=5):
 
 
 @pytest.mark.parametrize("dims,driver", [((1, 1, 512, 512), True), ((1, 2, 6, 6), False)])
-def test_short_heavy_graphs_take_the_driver(dims, driver):
+def test_short_heavy_graphs_take_the_driver(dims, driver, njit_entry):
     """Writing 2^20 elements or more, a short graph of library calls is driven from Python
     (nothing to compile), a light one keeps its njit entry (no per-call overhead)."""
     from onnxjit.emit import DRIVER_MIN_ELEMENTS

@@ -37,9 +37,11 @@ def visible_text(page):
 
 @pytest.fixture(scope="module")
 def rep():
-    rep = onnxjit.prepare(demo_model())
-    rep.run([np.ones((2, 8), np.float32)])
-    rep.run([np.ones((4, 8), np.float32)])      # the most recent signature: shown by default
+    with pytest.MonkeyPatch.context() as mp:     # the njit entry (see conftest.njit_entry)
+        mp.setenv("ONNXJIT_ENTRY", "auto")
+        rep = onnxjit.prepare(demo_model())
+        rep.run([np.ones((2, 8), np.float32)])
+        rep.run([np.ones((4, 8), np.float32)])      # the most recent signature: shown by default
     return rep
 
 

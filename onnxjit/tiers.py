@@ -1,0 +1,162 @@
+"""Tiered execution: a first answer in seconds, the optimized code when it is ready.
+
+When a signature's machine code is not in the caches yet (the first use after installing, or a
+new kind of model), `prepare` does not wait for Numba: the rep answers on the *reference tier*,
+onnx's own `ReferenceEvaluator` (numpy, BLAS for Conv and MatMul), while worker processes compile
+the optimized code into the disk caches. The compiled graph is then loaded from those caches and
+swapped in; `rep.wait()` blocks until it is, `rep.tier` says which tier answers.
+
+Workers are separate processes, not threads: Numba compiles under one global lock, and a worker
+keeps the caller's interpreter free. A worker outlives a caller that exits before it finishes, so
+the next process finds the cache filled.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+log = logging.getLogger("onnxjit")
+
+# The tiers a signature answers on, from first to best: onnx's evaluator; compiled code whose
+# library kernels are called from a Python driver (their machine code was cached, the graph's
+# njit entry, which links them in, is compiling); the optimized code.
+REFERENCE, DRIVER, COMPILED = "reference", "driver", "compiled"
+
+
+def tiered_default():
+    """Whether `prepare` answers on the reference tier while compiling (ONNXJIT_TIERED=0: no)."""
+    return os.environ.get("ONNXJIT_TIERED", "1") != "0"
+
+
+def reference_runner(model):
+    """A callable with the compiled entry's calling convention (inputs in graph order, a tuple of
+    outputs in graph order) that runs `model` on onnx's ReferenceEvaluator."""
+    from onnx.reference import ReferenceEvaluator
+    evaluator = ReferenceEvaluator(model)
+    names = [i.name for i in model.graph.input
+             if i.name not in {t.name for t in model.graph.initializer}]
+    lock = threading.Lock()    # the evaluator keeps per-run state
+
+    def run_reference(*arrays):
+        with lock:
+            outs = evaluator.run(None, dict(zip(names, arrays)))
+        return tuple(np.asarray(o) for o in outs)
+    return run_reference
+
+
+# -- progress ---------------------------------------------------------------------------------
+def log_progress(done, total, name):
+    """The default progress report: one `logging` line per compiled call."""
+    if name:
+        log.info("compiling %d/%d: %s", done + 1, total, kernel_label(name))
+    else:
+        log.info("compiled %d calls", total)
+
+
+def kernel_label(name):
+    """'pool.maxpool' for the segment name '__k_pool.maxpool'."""
+    return name.replace("__k_", "", 1)
+
+
+# -- background compilation -------------------------------------------------------------------
+class BackgroundCompile:
+    """Compiles one signature of a model in a worker process, then loads the result here.
+
+    `on_ready(compiled)` receives the CompiledGraph (called from this job's thread); `progress`
+    hears (done, total, kernel name) as the worker reaches each call it compiles.
+    """
+
+    def __init__(self, model, signature, values, label, profile, on_ready, progress=None):
+        self.model, self.signature, self.values = model, signature, values or {}
+        self.label, self.profile = label, profile
+        self.on_ready, self.progress = on_ready, progress or log_progress
+        self.error = None
+        self.started = time.perf_counter()
+        self.seconds = None          # from start to the compiled graph in place
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="onnxjit-compile", daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout=None):
+        """True once the compiled graph is in place; raises what stopped it."""
+        if not self._done.wait(timeout):
+            return False
+        if self.error is not None:
+            raise self.error
+        return True
+
+    def done(self):
+        return self._done.is_set()
+
+    def _run(self):
+        from .pipeline import compile_model
+        try:
+            job = write_job(self.model, self.signature, self.values, self.label, self.profile)
+            ok = run_worker(job, self.progress)
+            if not ok:
+                log.warning("the compile worker failed; compiling in this process")
+            compiled = compile_model(self.model, self.signature, self.label, self.profile,
+                                     self.values, progress=self.progress)
+            self.seconds = time.perf_counter() - self.started
+            self.on_ready(compiled)
+        except BaseException as exc:      # recorded for wait(); the reference tier goes on
+            log.error("compiling the optimized code failed: %s", exc)
+            self.error = exc
+        finally:
+            self._done.set()
+
+
+def write_job(model, signature, values, label, profile):
+    """Save what a worker needs to compile one signature; the job file's path (in the cache)."""
+    from .compile import cache_dir
+    blob = model.SerializeToString()
+    spec = json.dumps({"signature": [[n, list(map(int, s)), np.dtype(d).str]
+                                     for n, s, d in signature],
+                       "label": label, "profile": bool(profile), "values": sorted(values)})
+    key = hashlib.sha256(blob + spec.encode()).hexdigest()[:32]
+    folder = os.path.join(cache_dir(), "jobs")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{key}.npz")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp.npz"
+        np.savez(tmp, model=np.frombuffer(blob, np.uint8), spec=np.array(spec),
+                 **{f"value_{i}": np.asarray(values[n]) for i, n in enumerate(sorted(values))})
+        os.replace(tmp, path)
+    return path
+
+
+def read_job(path):
+    """(model, signature, values, label, profile) from a job file."""
+    import onnx
+    with np.load(path, allow_pickle=False) as data:
+        spec = json.loads(str(data["spec"]))
+        model = onnx.load_from_string(data["model"].tobytes())
+        values = {n: data[f"value_{i}"] for i, n in enumerate(spec["values"])}
+    signature = tuple((n, tuple(s), np.dtype(d)) for n, s, d in spec["signature"])
+    return model, signature, values, spec["label"], spec["profile"]
+
+
+def run_worker(job, progress):
+    """Compile `job` in a worker process, relaying its progress; True when it succeeded."""
+    # stderr to a file, not a pipe: a worker whose caller has exited goes on writing warnings
+    with open(job[:-len(".npz")] + ".log", "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "onnxjit.compile_worker", job],
+                                stdout=subprocess.PIPE, stderr=err, text=True,
+                                start_new_session=True)
+        for line in proc.stdout:
+            parts = line.rstrip("\n").split(" ", 3)
+            if parts[0] == "progress" and len(parts) == 4:
+                progress(int(parts[1]), int(parts[2]), parts[3])
+        proc.wait()
+    if proc.returncode != 0:
+        with open(err.name) as f:
+            log.warning("compile worker exited with %s: %s", proc.returncode, f.read()[-2000:])
+    return proc.returncode == 0
