@@ -151,7 +151,7 @@ def warmup(args):
                           for s in input_specs(model.graph, inits))
         job = write_job(model, signature, {}, name, False)
         began = time.perf_counter()
-        ok = run_worker(job, lambda done, total, kernel: None)
+        ok = run_worker(job, lambda done, total, kernel: None, parts=1)
         status = "ok" if ok else "FAILED (see the log beside the job file)"
         print(f"  {name}: {time.perf_counter() - began:.1f} s {status}", flush=True)
         return ok

@@ -9,6 +9,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 
 import numba
 import numpy as np
@@ -95,7 +96,7 @@ def numba_type(value):
     return numba.types.Array(numba.from_dtype(compute_dtype(value.dtype)), len(value.shape), "C")
 
 
-def compile_segments(module, segments, params, cached_only=False, progress=None):
+def compile_segments(module, segments, params, cached_only=False, progress=None, claims=None):
     """Compile every call the entry makes (see emit.Segment) for the types it will see, or load
     it from Numba's caches; the compiled entry points, in order.
 
@@ -104,7 +105,8 @@ def compile_segments(module, segments, params, cached_only=False, progress=None)
     kernel's result from the Python driver is compiled for exactly what that kernel returns.
     With `cached_only`, None as soon as a call that is or links a library kernel (Segment.links)
     has no machine code in the caches: only the cheap generated code compiles.
-    `progress(done, total, name)` hears of each call before it compiles.
+    `progress(done, total, name)` hears of each call before it compiles. With `claims`, a call
+    whose function another worker process compiles is loaded from the cache once it lands there.
     """
     known = {name: numba_type(v) for name, v in params.items()}
     entries, compiled = [], 0
@@ -117,11 +119,7 @@ def compile_segments(module, segments, params, cached_only=False, progress=None)
                 return None
             if progress is not None:
                 progress(i, len(segments), seg.name)
-            # The same text can serve other argument types (e.g. weights of another dtype);
-            # rep.run's fast path disables compiling on entries, so allow it for this call.
-            dispatcher.disable_compile(False)
-            dispatcher.compile(signature)
-            compiled += 1
+            compiled += _compile_claimed(dispatcher, signature, claims)
         overload = dispatcher.overloads[signature]
         if seg.targets:
             result = overload.signature.return_type
@@ -130,6 +128,121 @@ def compile_segments(module, segments, params, cached_only=False, progress=None)
     if progress is not None and compiled:
         progress(len(segments), len(segments), "")
     return entries
+
+
+def _compile_claimed(dispatcher, signature, claims):
+    """Compile `dispatcher` for `signature`, unless another worker holding its claim puts it in
+    the cache first; 1 if this process compiled it, else 0."""
+    while claims is not None and not claims.take(dispatcher):
+        if load_cached(dispatcher, signature):
+            return 0
+        time.sleep(0.2)
+    try:
+        if load_cached(dispatcher, signature):
+            return 0
+        # The same text can serve other argument types (e.g. weights of another dtype);
+        # rep.run's fast path disables compiling on entries, so allow it for this call.
+        dispatcher.disable_compile(False)
+        dispatcher.compile(signature)
+        return 1
+    finally:
+        if claims is not None:
+            claims.release(dispatcher)
+
+
+def compile_ahead(module, segments, values, progress=None, claims=None):
+    """A helper worker's share of compile_segments: from the last call back, every call that
+    links a library kernel and that no worker has claimed, for the types the plan predicts
+    (`values` {identifier: Value}, C arrays). A wrong guess costs only time: the first worker
+    then compiles what the call really needs."""
+    predicted = {name: numba_type(v) for name, v in values.items()}
+    for i in reversed(range(len(segments))):
+        seg = segments[i]
+        if not seg.links:
+            continue
+        dispatcher = _callee(module, seg.name)
+        try:
+            signature = tuple(predicted[a] if a in predicted else numba.typeof(ast.literal_eval(a))
+                              for a in seg.args) + _omitted(dispatcher, len(seg.args))
+        except (KeyError, ValueError, SyntaxError):
+            continue
+        if load_cached(dispatcher, signature) or (claims and not claims.take(dispatcher)):
+            continue
+        try:
+            if progress is not None:
+                progress(i, len(segments), seg.name)
+            dispatcher.compile(signature)
+        except Exception:       # a guess Numba cannot type: the first worker compiles it
+            pass
+        finally:
+            if claims is not None:
+                claims.release(dispatcher)
+
+
+class Claims:
+    """Lock files (`<cache>/claims/`) that keep compile workers of one machine off the same
+    function at once: two processes compiling one function would do the work twice, and
+    Numba's cache index, rewritten whole by each, could lose one of their signatures."""
+
+    def __init__(self, folder=None):
+        self.folder = folder or os.path.join(cache_dir(), "claims")
+        os.makedirs(self.folder, exist_ok=True)
+
+    def path(self, dispatcher):
+        func = dispatcher.py_func
+        where = f"{inspect.getsourcefile(func)}:{func.__qualname__}"
+        return os.path.join(self.folder, hashlib.sha256(where.encode()).hexdigest()[:32])
+
+    def take(self, dispatcher):
+        """True when this process now holds the function's claim (a dead holder's is taken)."""
+        path = self.path(dispatcher)
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                if _holder_alive(path):
+                    return False
+                _remove(path)
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(str(os.getpid()))
+            return True
+        return False
+
+    def release(self, dispatcher):
+        _remove(self.path(dispatcher))
+
+
+# A claim older than this is stale whoever holds it (its pid may have been reused).
+CLAIM_SECONDS = 900
+
+
+def _holder_alive(path):
+    try:
+        with open(path) as f:
+            pid = int(f.read() or 0)
+        if time.time() - os.path.getmtime(path) > CLAIM_SECONDS:
+            return False
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return True           # being written: its holder is there
+    if pid == 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
 
 
 def load_cached(dispatcher, signature):

@@ -1,15 +1,25 @@
-"""`python -m onnxjit.compile_worker JOB`: compile one model signature (a job file written by
-tiers.write_job) into the disk caches, printing `progress DONE TOTAL NAME` lines as it goes."""
+"""`python -m onnxjit.compile_worker JOB [PART PARTS]`: compile one model signature (a job file
+written by tiers.write_job) into the disk caches, printing `progress DONE TOTAL NAME` lines.
+
+Part 0 compiles every call in order, as prepare would; parts 1.. are helpers that compile the
+library calls from the last one back, for the types the plan predicts, so that the calls of one
+graph compile on several cores. Claims (compile.Claims) keep them off each other's functions."""
 from __future__ import annotations
 
 import sys
 
 
 def main(argv):
-    from onnxjit.pipeline import compile_model
+    from onnxjit.compile import Claims, compile_ahead
+    from onnxjit.pipeline import compile_model, generate
     from onnxjit.tiers import read_job
     model, signature, values, label, profile = read_job(argv[0])
-    compile_model(model, signature, label, profile, values, progress=_report)
+    part = int(argv[1]) if len(argv) > 1 else 0
+    if part == 0:
+        compile_model(model, signature, label, profile, values, progress=_report, claims=Claims())
+    else:
+        _, _, generated, module = generate(model, signature, label, profile, values)
+        compile_ahead(module, generated.segments, generated.values, _report, Claims())
     return 0
 
 

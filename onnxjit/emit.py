@@ -59,6 +59,13 @@ class Module:
     kernels: list = field(default_factory=list)
     params: dict = field(default_factory=dict)    # entry parameter name -> Value
     shared: dict = field(default_factory=dict)    # "f_<hash>" -> fused.SharedKernel it imports
+    values: dict = field(default_factory=dict)    # every identifier -> its Value
+    lazy_calls: int = 0    # driver statements calling library kernels as Python (not Segments)
+
+    @property
+    def entry_links(self):
+        """The entry is one njit function linking library kernels in (slow to compile)."""
+        return bool(self.segments) and self.segments[0].name == self.entry and self.segments[0].links
 
     @property
     def kernel_files(self):
@@ -101,6 +108,7 @@ class Emitter:
         self.program, self.kernels, self.model_label = program, kernels, model_label
         self.profile = profile
         self.entry_kind = entry   # "auto", or "driver": library kernels only from a Python driver
+        self.lazy_calls = 0
         self.names = NameTable()
         self.vars = {}          # id(Value) -> identifier
         self.values = {}        # identifier -> Value
@@ -137,7 +145,8 @@ class Emitter:
         source = header + body
         # writeable C arrays: the types the module is compiled for (Numba types read-only arrays apart)
         weights = [np.require(w.const, compute_dtype(w.dtype), ['C', 'W']) for w in self.weights]
-        return Module(source, entry, weights, segments, self.kernels, params, self.shared)
+        return Module(source, entry, weights, segments, self.kernels, params, self.shared,
+                      self.values, self.lazy_calls)
 
     def binding_block(self):
         """Module-level lines importing the shared kernels (compile.load_kernel) under the plan's names."""
@@ -290,6 +299,7 @@ class Emitter:
                 # for what it makes as C arrays (another layout compiles again when met).
                 lines, reads, made = list(step.lines), step.used, step.targets
                 types.update((t, self.values[t]) for t in made)
+                self.lazy_calls += 1
             elif isinstance(step, Statement):
                 function, args = step.call or self.bind_movement(step)
                 lines, reads, made = list(step.lines), step.used, step.targets

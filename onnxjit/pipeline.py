@@ -29,7 +29,8 @@ class CompiledGraph:
     path: str
     module: object = None
     guarded: object = None   # the njit dispatcher, type- and shape-checking (see rep.run)
-    tier: str = "compiled"   # or "reference": onnx's evaluator runs it while this compiles
+    tier: str = "compiled"   # or "reference" / "driver" while the optimized code compiles (tiers.py)
+    lazy_calls: int = 0      # library calls its driver makes as Python, compiled at the first run
 
     @property
     def profile(self):
@@ -37,19 +38,10 @@ class CompiledGraph:
         return getattr(self.module, "PROFILE", None)
 
 
-def compile_model(model, signature, label="model", profile=False, values=None,
-                  cached_only=False, progress=None, entry=None):
-    """Compile `model` for `signature` = ((name, shape, dtype), ...) of its inputs.
-
-    `values` {input name: array} gives the contents of inputs used as shapes, axes, pads ...:
-    the compiled code is specialized on them. With `cached_only`, a graph whose machine code is
-    not all in the caches yet comes back on the reference tier (see tiers.py) instead of compiling;
-    `progress(done, total, name)` hears of each call that compiles. `entry` "driver" calls library
-    kernels from a Python driver only, never linking them into an njit entry (emit.Emitter);
-    default ONNXJIT_ENTRY, else "auto".
-    """
+def generate(model, signature, label="model", profile=False, values=None, entry=None):
+    """Specialize, plan and emit `model` for `signature`, and import the generated module;
+    (program, kernels, emit.Module, module). Nothing is compiled yet."""
     import onnxjit.ops  # noqa: F401  (registers the lowerings)
-    start = time.perf_counter()
     values = values or {}
     inputs = [Value(tuple(shape), dtype, const=values.get(name), name=name)
               for name, shape, dtype in signature]
@@ -57,16 +49,36 @@ def compile_model(model, signature, label="model", profile=False, values=None,
     kernels = plan(program)
     entry = entry or os.environ.get("ONNXJIT_ENTRY", "auto")
     generated = Emitter(program, kernels, label, profile=profile, entry=entry).emit()
-    module = load_source(generated.source, generated.kernel_files)
-    entries = compile_segments(module, generated.segments, generated.params, cached_only, progress)
-    if entries is None and entry != "driver" and generated.segments[0].links:
+    return program, kernels, generated, load_source(generated.source, generated.kernel_files)
+
+
+def compile_model(model, signature, label="model", profile=False, values=None,
+                  cached_only=False, progress=None, entry=None, claims=None):
+    """Compile `model` for `signature` = ((name, shape, dtype), ...) of its inputs.
+
+    `values` {input name: array} gives the contents of inputs used as shapes, axes, pads ...:
+    the compiled code is specialized on them. With `cached_only`, a graph whose machine code is
+    not all in the caches yet comes back on a lower tier (see tiers.py) instead of compiling;
+    `progress(done, total, name)` hears of each call that compiles. `entry` "driver" calls library
+    kernels from a Python driver only, never linking them into an njit entry (emit.Emitter);
+    default ONNXJIT_ENTRY, else "auto". `claims` (compile.Claims) shares the work with other
+    compile workers.
+    """
+    start = time.perf_counter()
+    program, kernels, generated, module = generate(model, signature, label, profile, values, entry)
+    entries = compile_segments(module, generated.segments, generated.params, cached_only,
+                               progress, claims)
+    if entries is None and generated.entry_links:
         # An njit entry linking library kernels compiles for tens of seconds; a driver over the
         # same steps needs only the kernels' own machine code, which may be cached already.
+        # Its calls run as Python compile at the first run, where their machine code is not
+        # cached: only a driver whose every library call is a Segment (checked) answers.
         fallback = compile_model(model, signature, label, profile, values, True, progress,
                                  "driver")
-        if fallback.tier == COMPILED:
+        if fallback.tier == COMPILED and fallback.lazy_calls == 0:
             fallback.tier = DRIVER
-        return fallback
+            return fallback
+        entries = None
     if entries is None:
         return CompiledGraph(signature, reference_runner(model), (), generated.listing, kernels,
                              program, time.perf_counter() - start, module.__file__, module,
@@ -84,7 +96,7 @@ def compile_model(model, signature, label="model", profile=False, values=None,
         guarded.disable_compile()
     return CompiledGraph(signature, fn, tuple(generated.weights),
                          generated.listing, kernels, program, time.perf_counter() - start,
-                         module.__file__, module, guarded)
+                         module.__file__, module, guarded, lazy_calls=generated.lazy_calls)
 
 
 def _narrow_edges(fn, program):

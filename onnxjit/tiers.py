@@ -144,19 +144,49 @@ def read_job(path):
     return model, signature, values, spec["label"], spec["profile"]
 
 
-def run_worker(job, progress):
-    """Compile `job` in a worker process, relaying its progress; True when it succeeded."""
-    # stderr to a file, not a pipe: a worker whose caller has exited goes on writing warnings
-    with open(job[:-len(".npz")] + ".log", "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "onnxjit.compile_worker", job],
-                                stdout=subprocess.PIPE, stderr=err, text=True,
-                                start_new_session=True)
-        for line in proc.stdout:
-            parts = line.rstrip("\n").split(" ", 3)
-            if parts[0] == "progress" and len(parts) == 4:
-                progress(int(parts[1]), int(parts[2]), parts[3])
+def compile_workers():
+    """How many worker processes compile one signature (ONNXJIT_COMPILE_WORKERS, else the
+    number of cores, at most 4)."""
+    value = os.environ.get("ONNXJIT_COMPILE_WORKERS")
+    return max(1, int(value)) if value else max(1, min(4, os.cpu_count() or 1))
+
+
+def run_worker(job, progress, parts=None):
+    """Compile `job` in `parts` worker processes at once (see compile_worker), relaying their
+    progress; True when the first, which compiles every call, succeeded."""
+    parts = parts or compile_workers()
+    # the workers import the onnxjit this process runs (a checkout's, say), not another one
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path)
+    procs, logs = [], []
+    for part in range(parts):
+        # stderr to a file, not a pipe: a worker whose caller has exited goes on writing warnings
+        logs.append(open(f"{job[:-len('.npz')]}.{part}.log", "w"))
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "onnxjit.compile_worker", job, str(part)],
+            stdout=subprocess.PIPE, stderr=logs[-1], text=True, start_new_session=True, env=env))
+    lock = threading.Lock()
+
+    def report(done, total, name):      # one relay thread per worker
+        with lock:
+            progress(done, total, name)
+    relays = [threading.Thread(target=_relay, args=(p, report), daemon=True) for p in procs]
+    for relay in relays:
+        relay.start()
+    for proc, relay, log_file in zip(procs, relays, logs):
+        relay.join()
         proc.wait()
-    if proc.returncode != 0:
-        with open(err.name) as f:
-            log.warning("compile worker exited with %s: %s", proc.returncode, f.read()[-2000:])
-    return proc.returncode == 0
+        log_file.close()
+    first = procs[0]
+    if first.returncode != 0:
+        with open(logs[0].name) as f:
+            log.warning("compile worker exited with %s: %s", first.returncode, f.read()[-2000:])
+    return first.returncode == 0
+
+
+def _relay(proc, progress):
+    for line in proc.stdout:
+        parts = line.rstrip("\n").split(" ", 3)
+        if parts[0] == "progress" and len(parts) == 4:
+            progress(int(parts[1]), int(parts[2]), parts[3])

@@ -1,0 +1,110 @@
+"""Tiered execution (onnxjit/tiers.py): a first answer before the optimized code is compiled,
+then the compiled code in its place; progress reports; `onnxjit warmup`; templates from a checkout.
+
+The tier tests run in a subprocess with an empty Numba cache of their own, so that the library
+kernels are really missing, as on the first use after installing.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+X = np.linspace(-2, 2, 72, dtype=np.float32).reshape(2, 4, 3, 3)
+
+SCRIPT = """
+import json, os, sys, numpy as np, onnx, onnxjit
+model = onnx.load(sys.argv[1])
+x = np.linspace(-2, 2, 72, dtype=np.float32).reshape(2, 4, 3, 3)
+os.environ["ONNXJIT_ENTRY"] = "auto"    # as users get it (the tests' conftest sets "driver")
+if sys.argv[2] == "driver":        # the library kernels compiled and cached, the njit entry not
+    os.environ["ONNXJIT_ENTRY"] = "driver"
+    onnxjit.prepare(model, tiered=False).run([x])
+    os.environ["ONNXJIT_ENTRY"] = "auto"
+events = []
+rep = onnxjit.prepare(model, tiered=True, progress=lambda d, t, n: events.append([d, t, n]))
+first = rep.run([x])[0]
+tier0 = rep.tier
+ready = rep.wait(timeout=600)
+second = rep.run([x])[0]
+print(json.dumps({"tier0": tier0, "ready": ready, "tier1": rep.tier, "events": events,
+                  "first": first.tolist(), "second": second.tolist(),
+                  "info": rep.cache_info()}))
+"""
+
+
+def pool_model():
+    """Mul, Relu, GlobalAveragePool (a library kernel the driver calls as is), Sigmoid: short
+    enough for an njit entry, which links the kernel in."""
+    nodes = [helper.make_node("Mul", ["x", "x"], ["sq"]),
+             helper.make_node("Relu", ["sq"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+             helper.make_node("Sigmoid", ["p"], ["y"])]
+    graph = helper.make_graph(nodes, "tiers",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 3, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 1, 1])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def run_tiered(tmp_path, mode):
+    path = tmp_path / "m.onnx"
+    onnx.save(pool_model(), path)
+    env = dict(os.environ, ONNXJIT_CACHE_DIR=str(tmp_path / "cache"),
+               NUMBA_CACHE_DIR=str(tmp_path / "numba"), ONNXJIT_TIERED="1")
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(path), mode], env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def expected():
+    return ReferenceEvaluator(pool_model()).run(None, {"x": X})[0]
+
+
+def test_first_answer_on_the_reference_tier_then_compiled(tmp_path):
+    result = run_tiered(tmp_path, "cold")
+    assert result["tier0"] == "reference"
+    assert result["ready"] is True and result["tier1"] == "compiled"
+    assert result["info"]["tier"] == "compiled"
+    np.testing.assert_allclose(result["first"], expected(), rtol=1e-6)
+    np.testing.assert_allclose(result["second"], expected(), rtol=1e-5, atol=1e-6)
+    # the worker's progress reached the callback: the entry it compiled, then the end
+    names = [name for _, _, name in result["events"]]
+    assert "run_graph" in names and names[-1] == ""
+
+
+def test_cached_kernels_answer_from_a_driver_until_the_entry_compiles(tmp_path):
+    result = run_tiered(tmp_path, "driver")
+    assert result["tier0"] == "driver"
+    assert result["ready"] is True and result["tier1"] == "compiled"
+    np.testing.assert_allclose(result["first"], expected(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(result["second"], expected(), rtol=1e-5, atol=1e-6)
+
+
+def test_warmup_compiles_given_models(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(pool_model(), path)
+    out = subprocess.run([sys.executable, "-m", "onnxjit", "warmup", str(path), "-j", "1"],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    assert "1 of 1 ok" in out.stdout
+
+
+def test_templates_found_in_a_source_checkout(monkeypatch):
+    """From the repository root `onnxjit/` shadows the installed package, which alone maps the
+    top-level codegen_templates/ into onnxjit.codegen_templates."""
+    from onnxjit import source
+
+    def missing(name):
+        raise ModuleNotFoundError(name)
+    monkeypatch.setattr(source.resources, "files", missing)
+    source.template.cache_clear()
+    try:
+        text = source.template("driver.py.tmpl").substitute(name="run_graph", params="x")
+        assert text.startswith("def run_graph(x):")
+    finally:
+        source.template.cache_clear()
