@@ -135,7 +135,7 @@ def warmup(args):
     import onnx
 
     from .ir import input_specs
-    from .tiers import run_worker, write_job
+    from .tiers import remove_job, run_worker, write_job
     if args.models:
         models = [(path, onnx.load(path)) for path in args.models]
     else:
@@ -152,6 +152,8 @@ def warmup(args):
         job = write_job(model, signature, {}, name, False)
         began = time.perf_counter()
         ok = run_worker(job, lambda done, total, kernel: None, parts=1)
+        if ok:
+            remove_job(job)
         status = "ok" if ok else "FAILED (see the log beside the job file)"
         print(f"  {name}: {time.perf_counter() - began:.1f} s {status}", flush=True)
         return ok

@@ -12,6 +12,7 @@ the next process finds the cache filled.
 """
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import logging
@@ -19,7 +20,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 
 import numpy as np
 
@@ -79,8 +79,6 @@ class BackgroundCompile:
         self.label, self.profile = label, profile
         self.on_ready, self.progress = on_ready, progress or log_progress
         self.error = None
-        self.started = time.perf_counter()
-        self.seconds = None          # from start to the compiled graph in place
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="onnxjit-compile", daemon=True)
         self._thread.start()
@@ -93,9 +91,6 @@ class BackgroundCompile:
             raise self.error
         return True
 
-    def done(self):
-        return self._done.is_set()
-
     def _run(self):
         from .pipeline import compile_model
         try:
@@ -105,8 +100,9 @@ class BackgroundCompile:
                 log.warning("the compile worker failed; compiling in this process")
             compiled = compile_model(self.model, self.signature, self.label, self.profile,
                                      self.values, progress=self.progress)
-            self.seconds = time.perf_counter() - self.started
             self.on_ready(compiled)
+            if ok:
+                remove_job(job)
         except BaseException as exc:      # recorded for wait(); the reference tier goes on
             log.error("compiling the optimized code failed: %s", exc)
             self.error = exc
@@ -121,7 +117,10 @@ def write_job(model, signature, values, label, profile):
     spec = json.dumps({"signature": [[n, list(map(int, s)), np.dtype(d).str]
                                      for n, s, d in signature],
                        "label": label, "profile": bool(profile), "values": sorted(values)})
-    key = hashlib.sha256(blob + spec.encode()).hexdigest()[:32]
+    digest = hashlib.sha256(blob + spec.encode())
+    for name in sorted(values):
+        digest.update(np.ascontiguousarray(values[name]).tobytes())
+    key = digest.hexdigest()[:32]
     folder = os.path.join(cache_dir(), "jobs")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{key}.npz")
@@ -131,6 +130,15 @@ def write_job(model, signature, values, label, profile):
                  **{f"value_{i}": np.asarray(values[n]) for i, n in enumerate(sorted(values))})
         os.replace(tmp, path)
     return path
+
+
+def remove_job(job):
+    """Delete a finished job's file and its workers' logs."""
+    for path in glob.glob(job[:-len(".npz")] + ".*log") + [job]:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
 
 
 def read_job(path):

@@ -45,9 +45,13 @@ def test_builder_is_deterministic(name):
     assert build(**SMALL[name]).SerializeToString() == build(**SMALL[name]).SerializeToString()
 
 
+@pytest.mark.parametrize("entry", ["auto", "driver"])
 @pytest.mark.parametrize("name", list(SMALL))
-def test_onnxjit_agrees_or_reports_unsupported(name):
-    """Ops still missing in onnxjit make prepare refuse clearly; present ones must match the oracle."""
+def test_onnxjit_agrees_or_reports_unsupported(name, entry, monkeypatch):
+    """Ops still missing in onnxjit make prepare refuse clearly; present ones must match the
+    oracle, with library kernels linked into an njit entry (as users get these short graphs)
+    and called from a Python driver (as the other tests run)."""
+    monkeypatch.setenv("ONNXJIT_ENTRY", entry)
     model = models.BUILDERS[name](**SMALL[name])
     feeds = model_inputs(model)
     missing = onnxjit.list_unsupported(model)
