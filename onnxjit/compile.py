@@ -256,6 +256,7 @@ def load_cached(dispatcher, signature):
             return False
         dispatcher.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
         dispatcher.add_overload(cres)
+        dispatcher._cache_hits[signature] += 1     # as Dispatcher.compile counts it (stats)
         return True
 
 

@@ -313,7 +313,7 @@ class Emitter:
                 made = [t for s in step for t in s.targets if t in later]
                 name = f"segment_{sum(s.name.startswith('segment_') for s in segments)}"
                 self.write_function(buf, "segment.py.tmpl", name, reads, step + [Statement(
-                    [], made, [f"return {lit_tuple([f'__np.ascontiguousarray({r})' for r in made])}"])])
+                    [], made, [f"return {lit_tuple([self.contiguous(r) for r in made])}"])])
                 lines = [f"{lit_tuple(made) if made else '_'} = {name}({', '.join(reads)})"]
                 segments.append(Segment(name, reads, made, links=library_calls(step) > 0))
             if self.profile:
@@ -335,6 +335,12 @@ class Emitter:
                 buf.line(line)
         buf.line()
         return segments
+
+    def contiguous(self, name):
+        """Source for variable `name` as a C array (numpy's ascontiguousarray would make a 0-d
+        array 1-d)."""
+        value = self.values.get(name)
+        return name if value is not None and value.shape == () else f"__np.ascontiguousarray({name})"
 
     @staticmethod
     def write_function(buf, tmpl, name, params, statements):

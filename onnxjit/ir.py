@@ -161,8 +161,9 @@ def input_specs(graph, initializer_names):
         tt = vi.type.tensor_type
         dims = None
         if vi.type.HasField("tensor_type") and tt.HasField("shape"):
-            dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                         for d in tt.shape.dim)
+            # a negative dim_value (-1, as Paddle2ONNX writes it) is dynamic, as ORT reads it
+            dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0
+                         else (d.dim_param or None) for d in tt.shape.dim)
         specs.append(InputSpec(vi.name, tt.elem_type if vi.type.HasField("tensor_type") else 0, dims))
     return specs
 

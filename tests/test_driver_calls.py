@@ -91,7 +91,8 @@ def test_driver_runs_movement_as_shared_kernels():
     shared = {getattr(compiled.module, name) for name in concat}
     assert len(shared) == 1                                   # one kernel for every Concat
     (kernel,) = shared
-    assert len(kernel.signatures) == 1                        # ... compiled once
+    # ... compiled once for this model's rank (other tests' models may share it, other ranks)
+    assert len([s for s in kernel.signatures if s[-1].count == 4]) == 1
     assert ("__k_movement.concat((__np.ascontiguousarray(a0), __np.ascontiguousarray(a1)), "
             "p0, p1)") in rep.source()
 
