@@ -23,7 +23,7 @@ class OnnxJitRep(BackendRep):
     """A prepared model: compiled entries keyed by input signature (shapes and dtypes)."""
 
     def __init__(self, model, device="CPU", max_signatures=DEFAULT_MAX_SIGNATURES, profile=False,
-                 tiered=None, progress=None):
+                 tiered=None, progress=None, lazy=False):
         self.model = model
         self.profiling = profile
         self.tiered = tiered_default() if tiered is None else bool(tiered)
@@ -46,7 +46,7 @@ class OnnxJitRep(BackendRep):
         self._lock = threading.Lock()
         self.hits = self.misses = 0
         self.compile_seconds = 0.0
-        if all(s.is_static() and s.dtype is not None for s in self.inputs):
+        if not lazy and all(s.is_static() and s.dtype is not None for s in self.inputs):
             self._compile(tuple((s.name, s.dims, s.dtype) for s in self.inputs), None)
 
     # -- the hot path: a dictionary lookup and one compiled call --------------------------------
@@ -243,6 +243,23 @@ class OnnxJitRep(BackendRep):
         return (f"<OnnxJitRep {self.model.graph.name or 'model'!r} on {self.device}: "
                 f"{len(self._cache)} signature(s), {self.hits} hits, {self.misses} misses>")
 
+    # -- pickling: a prepared model is data (model bytes + options) --------------------------------
+    def __getstate__(self):
+        """What a copy is rebuilt from; compiled code and caches stay behind (the progress
+        callback too: it belongs to this process)."""
+        return {"model": self.model.SerializeToString(), "device": self.device,
+                "max_signatures": self.max_signatures, "profile": self.profiling,
+                "tiered": self.tiered}
+
+    def __reduce__(self):
+        # The copy compiles on its first run, loading machine code from the disk cache.
+        return _unpickle_rep, (self.__getstate__(),)
+
+
+def _unpickle_rep(state):
+    return OnnxJitRep(onnx.ModelProto.FromString(state["model"]), state["device"],
+                      state["max_signatures"], state["profile"], state["tiered"], lazy=True)
+
 
 # What the hot path keys on: exact class (ndarray, not a subclass or numpy scalar), shape, dtype,
 # strides (which fix contiguity) and writeability.  Entries are made only from converted, C-contiguous arrays.
@@ -278,6 +295,9 @@ class OnnxJitBackend(Backend):
     def prepare(cls, model, device="CPU", **kwargs):
         model = load_model(model)
         _check_device(device)
+        if _is_cuda(device):    # the CUDA target (onnxjit/cuda)
+            from .cuda import prepare_cuda
+            return prepare_cuda(model, device, **kwargs)
         if not model.HasField("graph"):
             raise ModelError("the model has no graph")
         missing = unsupported_ops(model)
@@ -301,6 +321,9 @@ class OnnxJitBackend(Backend):
     @classmethod
     def supports_device(cls, device):
         try:
+            if Device(device).type == DeviceType.CUDA:
+                from .cuda import supports_cuda_device
+                return supports_cuda_device(device)
             return Device(device).type == DeviceType.CPU
         except Exception:
             return False
@@ -311,7 +334,38 @@ class OnnxJitBackend(Backend):
             model = load_model(model)
         except ModelError:
             return False
+        if _is_cuda(device):
+            from .cuda import unsupported as unsupported_on_cuda
+            return cls.supports_device(device) and not unsupported_on_cuda(model)
         return cls.supports_device(device) and not unsupported_ops(model)
+
+    @classmethod
+    def is_opset_supported(cls, model):
+        """(True, "") when onnxjit knows every domain and opset version `model` imports, else
+        (False, a reason naming each one it does not know) — mlprodict's backend API."""
+        problems = _opset_problems(load_model(model))
+        return not problems, "; ".join(problems)
+
+
+def _opset_problems(model):
+    """Each opset import of `model` whose domain onnxjit has no lowerings in, or whose version
+    is newer than the onnx package onnxjit builds on defines."""
+    from . import ops, registry  # noqa: F401  (registers the lowerings)
+    known = {d for d, _ in registry.registered_ops()} | {""}
+    try:
+        newest = {d: hi for d, (_, hi) in onnx.defs.C.schema_version_map().items()}
+    except AttributeError:
+        newest = {"": onnx.defs.onnx_opset_version()}
+    problems = []
+    for entry in model.opset_import:
+        domain = "" if entry.domain in ("", "ai.onnx") else entry.domain
+        label = entry.domain or "ai.onnx"
+        if domain not in known:
+            problems.append(f"domain {label!r} (opset {entry.version}) is not known to onnxjit")
+        elif domain in newest and entry.version > newest[domain]:
+            problems.append(f"{label} opset {entry.version} is newer than the {newest[domain]} "
+                            f"onnxjit knows (onnx {onnx.__version__})")
+    return problems
 
 
 def _check_device(device):
@@ -319,8 +373,18 @@ def _check_device(device):
         parsed = Device(device)
     except Exception:
         raise ValueError(f"cannot parse device {device!r} (expected 'CPU' or 'CUDA:<n>')") from None
-    if parsed.type != DeviceType.CPU:
-        raise ValueError(f"device {device!r} is not supported yet: onnxjit compiles for CPU")
+    if parsed.type == DeviceType.CUDA:
+        from .cuda.target import check_available
+        check_available(device)     # a clear error naming the device when it cannot run here
+    elif parsed.type != DeviceType.CPU:
+        raise ValueError(f"device {device!r} is not supported: onnxjit compiles for CPU and CUDA")
+
+
+def _is_cuda(device):
+    try:
+        return Device(device).type == DeviceType.CUDA
+    except Exception:
+        return False
 
 
 def _single_node_model(node, inputs, opset=None):
@@ -342,6 +406,7 @@ run_model = OnnxJitBackend.run_model
 run_node = OnnxJitBackend.run_node
 supports_device = OnnxJitBackend.supports_device
 is_compatible = OnnxJitBackend.is_compatible
+is_opset_supported = OnnxJitBackend.is_opset_supported
 
 
 def list_unsupported(model):
