@@ -40,7 +40,9 @@ def reference_runner(model):
     """A callable with the compiled entry's calling convention (inputs in graph order, a tuple of
     outputs in graph order) that runs `model` on onnx's ReferenceEvaluator."""
     from onnx.reference import ReferenceEvaluator
-    evaluator = ReferenceEvaluator(model)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 21)
+    evaluator = ReferenceEvaluator(model, new_ops=[_inference_batch_norm(), _lrn(),
+                                                   *_coerced_softmaxes(opset)])
     names = [i.name for i in model.graph.input
              if i.name not in {t.name for t in model.graph.initializer}]
     lock = threading.Lock()    # the evaluator keeps per-run state
@@ -50,6 +52,81 @@ def reference_runner(model):
             outs = evaluator.run(None, dict(zip(names, arrays)))
         return tuple(np.asarray(o) for o in outs)
     return run_reference
+
+
+def _inference_batch_norm():
+    """BatchNormalization as onnxjit and ONNX Runtime compute it: with the running statistics
+    unless training_mode is 1 (opset 14+). onnx 1.23's evaluator mixes in the batch's own
+    statistics whenever `momentum` is set, which its schema default always does for opsets 9-13:
+    the light ResNet-50's logits then came out 1e4 times off."""
+    from onnx.reference.op_run import OpRun
+
+    class BatchNormalization(OpRun):
+        op_domain = ""
+
+        def _run(self, x, scale, bias, mean, var, epsilon=None, momentum=None,
+                 training_mode=None, is_test=None, spatial=None):
+            if training_mode:
+                from onnx.reference.ops.op_batch_normalization import BatchNormalization_14
+                return BatchNormalization_14._run(self, x, scale, bias, mean, var, epsilon,
+                                                  momentum, training_mode)
+            shape = (-1,) + (1,) * (x.ndim - 2)
+            eps = 1e-5 if epsilon is None else epsilon
+            y = (scale.reshape(shape) * (x - mean.reshape(shape))
+                 / np.sqrt(var.reshape(shape) + eps) + bias.reshape(shape))
+            return (y.astype(x.dtype),)
+    return BatchNormalization
+
+
+def _lrn():
+    """LRN over a window of channels; onnx 1.23's evaluator loops over the batch dimension
+    instead, so that only the first N channels see their neighbours (AlexNet's output 4e-3 off)."""
+    from onnx.reference.op_run import OpRun
+
+    class LRN(OpRun):
+        op_domain = ""
+
+        def _run(self, x, alpha=None, beta=None, bias=None, size=None):
+            C = x.shape[1]
+            lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+            squares = np.square(x.astype(np.float64))
+            total = np.zeros_like(squares)
+            for c in range(C):
+                total[:, c] = squares[:, max(0, c - lo):min(C, c + hi + 1)].sum(axis=1)
+            return ((x / (bias + (alpha / size) * total) ** beta).astype(x.dtype),)
+    return LRN
+
+
+def _coerced_softmaxes(opset):
+    """Softmax, LogSoftmax and Hardmax before opset 13 (default axis 1, the input taken as 2-D:
+    the dims before `axis` as rows, those from it as columns); onnx 1.23's evaluator applies
+    opset 13's single-axis rule to every opset (SqueezeNet's (1, 1000, 1, 1) softmax came out
+    all ones). Opset 13 and later keep the evaluator's own."""
+    if opset >= 13:
+        return []
+    from onnx.reference.op_run import OpRun
+
+    def make(name, fn):
+        def _run(self, x, axis=None):
+            # the evaluator fills in opset 13's default (-1): the node's own attribute, else 1
+            axis = next((a.i for a in self.onnx_node.attribute if a.name == "axis"), 1)
+            axis = axis % max(x.ndim, 1)
+            rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+            y = fn(x.reshape(rows, -1)) if x.size else x
+            return (np.asarray(y, x.dtype).reshape(x.shape),)
+        return type(name, (OpRun,), {"op_domain": "", "_run": _run})
+
+    def softmax(x):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    def log_softmax(x):
+        shifted = x - x.max(axis=1, keepdims=True)
+        return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+    def hardmax(x):
+        return np.eye(x.shape[1], dtype=x.dtype)[np.argmax(x, axis=1)]
+    return [make("Softmax", softmax), make("LogSoftmax", log_softmax), make("Hardmax", hardmax)]
 
 
 # -- progress ---------------------------------------------------------------------------------

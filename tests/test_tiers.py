@@ -108,3 +108,48 @@ def test_templates_found_in_a_source_checkout(monkeypatch):
         assert text.startswith("def run_graph(x):")
     finally:
         source.template.cache_clear()
+
+
+def _node_model(node, shape, opset, inits=()):
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    return model
+
+
+def _reference_tier_cases():
+    rng = np.random.default_rng(1)
+    stats = [onnx.numpy_helper.from_array(a.astype(np.float32), n) for n, a in
+             zip(["s", "b", "m", "v"], [rng.standard_normal(6), rng.standard_normal(6),
+                                        rng.standard_normal(6), rng.random(6) + 0.5])]
+    return {
+        "batchnorm_opset9": _node_model(helper.make_node(
+            "BatchNormalization", ["x", "s", "b", "m", "v"], ["y"]), [2, 6, 4, 4], 9, stats),
+        "softmax_opset9_4d": _node_model(helper.make_node("Softmax", ["x"], ["y"]), [2, 6, 1, 1], 9),
+        "logsoftmax_opset11_axis2": _node_model(
+            helper.make_node("LogSoftmax", ["x"], ["y"], axis=2), [2, 3, 4, 5], 11),
+        "hardmax_opset9": _node_model(helper.make_node("Hardmax", ["x"], ["y"]), [2, 3, 4], 9),
+        "lrn": _node_model(helper.make_node("LRN", ["x"], ["y"], size=3, alpha=0.01, beta=0.75,
+                                            bias=1.0), [2, 7, 3, 3], 13),
+    }
+
+
+def test_reference_tier_agrees_with_onnxruntime():
+    """The reference tier mends three ops onnx 1.23's evaluator gets wrong (BatchNormalization
+    before opset 14, Softmax/LogSoftmax/Hardmax before opset 13 on more than 2-D, LRN): its
+    first answers must be the compiled code's answers."""
+    import onnxruntime
+
+    from onnxjit.tiers import reference_runner
+    x_by_shape = {}
+    for name, model in _reference_tier_cases().items():
+        shape = tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim)
+        x = x_by_shape.setdefault(shape, np.random.default_rng(2).standard_normal(shape)
+                                  .astype(np.float32) * 3)
+        (got,) = reference_runner(model)(x)
+        session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                               providers=["CPUExecutionProvider"])
+        (want,) = session.run(None, {"x": x})
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
