@@ -67,9 +67,11 @@ def demo(args):
         print(f"optimized code in place: {time.perf_counter() - start:.2f} s after prepare "
               "started (now in the disk cache: the next process loads it in about a second)")
         outputs = rep.run(inputs)
-        worst = max(float(np.max(np.abs(a.astype(np.float64) - b), initial=0))
+        worst = max(float(np.max(np.abs(a.astype(np.float64) - b), initial=0)
+                          / max(float(np.max(np.abs(b), initial=0)), 1e-30))
                     for a, b in zip(outputs, first))
-        print(f"compiled outputs against the first result: max |difference| {worst:.3g}")
+        print(f"compiled outputs against the first result: max |difference| / max |value| "
+              f"{worst:.2g}")
     compiled = rep.compiled()
     latency = time_calls(lambda: rep.run(inputs), repeat=args.repeat)
     print(f"rep.run median latency: {latency * 1e3:.3f} ms over {args.repeat} runs")

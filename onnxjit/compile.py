@@ -131,9 +131,10 @@ def compile_segments(module, segments, params, cached_only=False, progress=None,
 
 
 def _compile_claimed(dispatcher, signature, claims):
-    """Compile `dispatcher` for `signature`, unless another worker holding its claim puts it in
-    the cache first; 1 if this process compiled it, else 0."""
-    while claims is not None and not claims.take(dispatcher):
+    """Compile `dispatcher` for `signature`, unless another process holding its file's claim
+    puts it in the cache first; 1 if this process compiled it, else 0."""
+    claims = claims or Claims()
+    while not claims.take(dispatcher):
         if load_cached(dispatcher, signature):
             return 0
         time.sleep(0.2)
@@ -146,8 +147,7 @@ def _compile_claimed(dispatcher, signature, claims):
         dispatcher.compile(signature)
         return 1
     finally:
-        if claims is not None:
-            claims.release(dispatcher)
+        claims.release(dispatcher)
 
 
 def compile_ahead(module, segments, values, progress=None, claims=None):
@@ -180,17 +180,21 @@ def compile_ahead(module, segments, values, progress=None, claims=None):
 
 
 class Claims:
-    """Lock files (`<cache>/claims/`) that keep compile workers of one machine off the same
-    function at once: two processes compiling one function would do the work twice, and
-    Numba's cache index, rewritten whole by each, could lose one of their signatures."""
+    """Lock files (in the temporary folder) that keep the processes of one machine (compile workers,
+    pytest-xdist workers, two users' scripts) from compiling functions of one source file at
+    once: they would do the work twice (a kernel module's entry points share their heavy
+    callees: max and average pooling one chain), and Numba's cache index, rewritten whole by
+    each, could lose one of their signatures. One claim per file; a process waits for a claim
+    only before taking one, never while holding one, so none waits on another in a circle."""
 
     def __init__(self, folder=None):
-        self.folder = folder or os.path.join(cache_dir(), "claims")
+        # one folder for the machine: the library kernels' machine code lives beside their
+        # source, whatever ONNXJIT_CACHE_DIR each process uses
+        self.folder = folder or os.path.join(tempfile.gettempdir(), f"onnxjit-claims-{os.getuid()}")
         os.makedirs(self.folder, exist_ok=True)
 
     def path(self, dispatcher):
-        func = dispatcher.py_func
-        where = f"{inspect.getsourcefile(func)}:{func.__qualname__}"
+        where = os.path.abspath(inspect.getsourcefile(dispatcher.py_func))
         return os.path.join(self.folder, hashlib.sha256(where.encode()).hexdigest()[:32])
 
     def take(self, dispatcher):
