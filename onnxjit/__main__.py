@@ -151,7 +151,7 @@ def warmup(args):
         signature = tuple((s.name, tuple(d if isinstance(d, int) else 1 for d in s.dims or ()),
                            s.dtype or np.dtype(np.float32))
                           for s in input_specs(model.graph, inits))
-        job = write_job(model, signature, {}, name, False)
+        job = write_job(model, signature, {}, name, {})
         began = time.perf_counter()
         ok = run_worker(job, lambda done, total, kernel: None, parts=1)
         if ok:

@@ -13,7 +13,7 @@ from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupl
 
 from .errors import InputError, ModelError, NeedsInputValue, UnsupportedOpError
 from .ir import input_specs, load_model
-from .pipeline import compile_model, unsupported_ops
+from .pipeline import OPTIMIZE, compile_model, unsupported_ops
 from .tiers import COMPILED, BackgroundCompile, tiered_default
 
 DEFAULT_MAX_SIGNATURES = 32
@@ -23,9 +23,12 @@ class OnnxJitRep(BackendRep):
     """A prepared model: compiled entries keyed by input signature (shapes and dtypes)."""
 
     def __init__(self, model, device="CPU", max_signatures=DEFAULT_MAX_SIGNATURES, profile=False,
-                 tiered=None, progress=None, lazy=False):
+                 tiered=None, progress=None, lazy=False, optimize="all"):
         self.model = model
         self.profiling = profile
+        if optimize not in OPTIMIZE:
+            raise ValueError(f"optimize={optimize!r}: expected one of {sorted(OPTIMIZE)}")
+        self.optimize = optimize
         self.tiered = tiered_default() if tiered is None else bool(tiered)
         self.progress = progress
         self._jobs = []               # BackgroundCompile of signatures on the reference tier
@@ -138,7 +141,8 @@ class OnnxJitRep(BackendRep):
             values = {self.input_names[i]: arrays[i] for i in self._value_inputs} if arrays else {}
             try:
                 compiled = compile_model(self.model, signature, label, self.profiling, values,
-                                         cached_only=self.tiered, progress=self.progress)
+                                         cached_only=self.tiered, progress=self.progress,
+                                         optimize=self.optimize)
                 break
             except NeedsInputValue as need:
                 index = self.input_names.index(need.name)
@@ -155,7 +159,8 @@ class OnnxJitRep(BackendRep):
         self._set_hot(compiled)
         if compiled.tier != COMPILED:
             self._jobs.append(BackgroundCompile(
-                self.model, signature, values, label, self.profiling,
+                self.model, signature, values, label,
+                {"profile": self.profiling, "optimize": self.optimize},
                 lambda done: self._promote(key, compiled, done), self.progress))
         while len(self._cache) > self.max_signatures:
             _, evicted = self._cache.popitem(last=False)
@@ -249,7 +254,7 @@ class OnnxJitRep(BackendRep):
         callback too: it belongs to this process)."""
         return {"model": self.model.SerializeToString(), "device": self.device,
                 "max_signatures": self.max_signatures, "profile": self.profiling,
-                "tiered": self.tiered}
+                "tiered": self.tiered, "optimize": self.optimize}
 
     def __reduce__(self):
         # The copy compiles on its first run, loading machine code from the disk cache.
@@ -258,7 +263,8 @@ class OnnxJitRep(BackendRep):
 
 def _unpickle_rep(state):
     return OnnxJitRep(onnx.ModelProto.FromString(state["model"]), state["device"],
-                      state["max_signatures"], state["profile"], state["tiered"], lazy=True)
+                      state["max_signatures"], state["profile"], state["tiered"], lazy=True,
+                      optimize=state.get("optimize", "all"))
 
 
 # What the hot path keys on: exact class (ndarray, not a subclass or numpy scalar), shape, dtype,
@@ -306,7 +312,8 @@ class OnnxJitBackend(Backend):
             raise UnsupportedOpError(f"onnxjit cannot lower: {names}", missing)
         return OnnxJitRep(model, device, kwargs.get("max_signatures", DEFAULT_MAX_SIGNATURES),
                           profile=bool(kwargs.get("profile", False)),
-                          tiered=kwargs.get("tiered"), progress=kwargs.get("progress"))
+                          tiered=kwargs.get("tiered"), progress=kwargs.get("progress"),
+                          optimize=kwargs.get("optimize", "all"))
 
     @classmethod
     def run_model(cls, model, inputs, device="CPU", **kwargs):

@@ -13,12 +13,13 @@ def main(argv):
     from onnxjit.compile import Claims, compile_ahead
     from onnxjit.pipeline import compile_model, generate
     from onnxjit.tiers import read_job
-    model, signature, values, label, profile = read_job(argv[0])
+    model, signature, values, label, options = read_job(argv[0])
     part = int(argv[1]) if len(argv) > 1 else 0
     if part == 0:
-        compile_model(model, signature, label, profile, values, progress=_report, claims=Claims())
+        compile_model(model, signature, label, values=values, progress=_report, claims=Claims(),
+                      **options)
     else:
-        _, _, generated, module = generate(model, signature, label, profile, values)
+        _, _, generated, module = generate(model, signature, label, values=values, **options)
         compile_ahead(module, generated.segments, generated.values, _report, Claims())
     return 0
 

@@ -38,22 +38,30 @@ class CompiledGraph:
         return getattr(self.module, "PROFILE", None)
 
 
-def generate(model, signature, label="model", profile=False, values=None, entry=None):
+# Optimization levels (ONNX Runtime's graph_optimization_level maps onto them, session.py):
+# (peephole rewrites, elementwise fusion).
+OPTIMIZE = {"none": (False, False), "basic": (False, True), "all": (True, True)}
+
+
+def generate(model, signature, label="model", profile=False, values=None, entry=None,
+             optimize="all"):
     """Specialize, plan and emit `model` for `signature`, and import the generated module;
-    (program, kernels, emit.Module, module). Nothing is compiled yet."""
+    (program, kernels, emit.Module, module). Nothing is compiled yet. `optimize` is a key of
+    OPTIMIZE."""
     import onnxjit.ops  # noqa: F401  (registers the lowerings)
     values = values or {}
     inputs = [Value(tuple(shape), dtype, const=values.get(name), name=name)
               for name, shape, dtype in signature]
-    program = specialize(model, inputs)
-    kernels = plan(program)
+    peepholes, fuse = OPTIMIZE[optimize]
+    program = specialize(model, inputs, peepholes)
+    kernels = plan(program, fuse)
     entry = entry or os.environ.get("ONNXJIT_ENTRY", "auto")
     generated = Emitter(program, kernels, label, profile=profile, entry=entry).emit()
     return program, kernels, generated, load_source(generated.source, generated.kernel_files)
 
 
 def compile_model(model, signature, label="model", profile=False, values=None,
-                  cached_only=False, progress=None, entry=None, claims=None):
+                  cached_only=False, progress=None, entry=None, claims=None, optimize="all"):
     """Compile `model` for `signature` = ((name, shape, dtype), ...) of its inputs.
 
     `values` {input name: array} gives the contents of inputs used as shapes, axes, pads ...:
@@ -62,10 +70,11 @@ def compile_model(model, signature, label="model", profile=False, values=None,
     `progress(done, total, name)` hears of each call that compiles. `entry` "driver" calls library
     kernels from a Python driver only, never linking them into an njit entry (emit.Emitter);
     default ONNXJIT_ENTRY, else "auto". `claims` (compile.Claims) shares the work with other
-    compile workers.
+    compile workers. `optimize`: a key of OPTIMIZE.
     """
     start = time.perf_counter()
-    program, kernels, generated, module = generate(model, signature, label, profile, values, entry)
+    program, kernels, generated, module = generate(model, signature, label, profile, values, entry,
+                                                   optimize)
     entries = compile_segments(module, generated.segments, generated.params, cached_only,
                                progress, claims)
     if entries is None and generated.entry_links:
@@ -74,7 +83,7 @@ def compile_model(model, signature, label="model", profile=False, values=None,
         # Its calls run as Python compile at the first run, where their machine code is not
         # cached: only a driver whose every library call is a Segment (checked) answers.
         fallback = compile_model(model, signature, label, profile, values, True, progress,
-                                 "driver")
+                                 "driver", optimize=optimize)
         if fallback.tier == COMPILED and fallback.lazy_calls == 0:
             fallback.tier = DRIVER
             return fallback

@@ -21,12 +21,13 @@ class Kernel:
         return [n for s in self.steps for n in s.nodes]
 
 
-def plan(program):
-    """Kernels in execution order for a specialized Program."""
+def plan(program, fuse=True):
+    """Kernels in execution order for a specialized Program (each elementwise step a kernel of
+    its own unless `fuse`)."""
     kernels, open_group = [], None
     for step in program.steps:
         if step.kind == "ew":
-            if open_group is None or open_group.shape != step.outs[0].shape:
+            if open_group is None or open_group.shape != step.outs[0].shape or not fuse:
                 _close(kernels, open_group)
                 open_group = Kernel("fused", [], step.outs[0].shape)
             open_group.steps.append(step)

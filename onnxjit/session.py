@@ -23,6 +23,13 @@ from .session_options import (CUDA, LOG_LEVELS, Fail, InvalidArgument, copy_opti
 from .session_profile import Profiler, compiled_graphs, write_optimized
 from .session_values import IOBinding, OrtValue
 
+# ORT's graph_optimization_level -> onnxjit's optimize level (pipeline.OPTIMIZE): disabled, no
+# rewrite at all (each node its own kernel); basic, elementwise fusion without the peepholes
+# that fold nodes into others (BatchNormalization into Conv, Add and Relu into a GEMM's epilogue);
+# extended and all, everything.
+OPTIMIZATION = {0: "none", 1: "basic", 2: "all", 99: "all"}
+
+
 class InferenceSession:
     """ORT's InferenceSession (onnxruntime_inference_collection.py), compiled by onnxjit."""
 
@@ -70,7 +77,8 @@ class InferenceSession:
         return backend.prepare(
             model, self._device, profile=self._profiler is not None,
             max_signatures=int(config.get("onnxjit.max_signatures", backend.DEFAULT_MAX_SIGNATURES)),
-            tiered=None if tiered is None else tiered not in ("0", "false", "False"))
+            tiered=None if tiered is None else tiered not in ("0", "false", "False"),
+            optimize=OPTIMIZATION[int(self._sess_options.graph_optimization_level)])
 
     def _get_rep(self, override=False):
         """The rep (built on first use), or with `override` the one taking the overridable

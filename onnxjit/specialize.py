@@ -42,6 +42,7 @@ class Program:
     output_names: list
     use_counts: dict = field(default_factory=dict)   # ONNX name -> readers (+1 if graph output)
     names_of: dict = field(default_factory=dict)     # id(Value) -> ONNX names bound to it
+    peepholes: bool = True   # rewrites across nodes (BatchNormalization into Conv, ...) apply
 
 
 def broadcast_shapes(*shapes):
@@ -188,7 +189,7 @@ def lower_node(program, node, inputs, opset, model_opsets, env=None):
     ctx = LoweringContext(program, node, opset, model_opsets, env)
     _check_attributes(ctx, rule, attrs)
     result = None
-    for rewrite in registry.peepholes(node.op_type, node.domain):
+    for rewrite in registry.peepholes(node.op_type, node.domain) if program.peepholes else ():
         result = rewrite(ctx, *inputs, **attrs)
         if result is not None:
             # The node's read of the input it folded into that input's producer is gone.
@@ -235,8 +236,9 @@ def fold_node(node, inputs, model_opsets):
     return [const_value(r, name) for r, name in zip(results, outputs)]
 
 
-def specialize(model: onnx.ModelProto, input_values) -> Program:
-    """Walk the graph in order with the given input Values, building a Program."""
+def specialize(model: onnx.ModelProto, input_values, peepholes=True) -> Program:
+    """Walk the graph in order with the given input Values, building a Program (with the
+    peephole rewrites of registry.peephole unless `peepholes` is False)."""
     graph = model.graph
     model_opsets = {(e.domain or ""): e.version for e in model.opset_import}
     for v in input_values:
@@ -244,7 +246,7 @@ def specialize(model: onnx.ModelProto, input_values) -> Program:
             raise LoweringError(f"input {v.name!r} has dtype {v.dtype}, which onnxjit cannot "
                                 "compile (it holds float16/32/64, bfloat16, int8-64, uint8-64 "
                                 "and bool)")
-    program = Program(list(input_values), [], [], [], _use_counts(graph))
+    program = Program(list(input_values), [], [], [], _use_counts(graph), peepholes=peepholes)
     env = {name: const_value(a, name) for name, a in initializers(graph).items()}
     env.update({v.name: v for v in input_values})
     walk(program, graph.node, env, model_opsets)

@@ -147,13 +147,14 @@ def kernel_label(name):
 class BackgroundCompile:
     """Compiles one signature of a model in a worker process, then loads the result here.
 
-    `on_ready(compiled)` receives the CompiledGraph (called from this job's thread); `progress`
-    hears (done, total, kernel name) as the worker reaches each call it compiles.
+    `options` are compile_model's keyword options (profile, optimize); `on_ready(compiled)`
+    receives the CompiledGraph (called from this job's thread); `progress` hears (done, total,
+    kernel name) as the worker reaches each call it compiles.
     """
 
-    def __init__(self, model, signature, values, label, profile, on_ready, progress=None):
+    def __init__(self, model, signature, values, label, options, on_ready, progress=None):
         self.model, self.signature, self.values = model, signature, values or {}
-        self.label, self.profile = label, profile
+        self.label, self.options = label, options
         self.on_ready, self.progress = on_ready, progress or log_progress
         self.error = None
         self._done = threading.Event()
@@ -171,12 +172,12 @@ class BackgroundCompile:
     def _run(self):
         from .pipeline import compile_model
         try:
-            job = write_job(self.model, self.signature, self.values, self.label, self.profile)
+            job = write_job(self.model, self.signature, self.values, self.label, self.options)
             ok = run_worker(job, self.progress)
             if not ok:
                 log.warning("the compile worker failed; compiling in this process")
-            compiled = compile_model(self.model, self.signature, self.label, self.profile,
-                                     self.values, progress=self.progress)
+            compiled = compile_model(self.model, self.signature, self.label, values=self.values,
+                                     progress=self.progress, **self.options)
             self.on_ready(compiled)
             if ok:
                 remove_job(job)
@@ -187,13 +188,13 @@ class BackgroundCompile:
             self._done.set()
 
 
-def write_job(model, signature, values, label, profile):
+def write_job(model, signature, values, label, options):
     """Save what a worker needs to compile one signature; the job file's path (in the cache)."""
     from .compile import cache_dir
     blob = model.SerializeToString()
     spec = json.dumps({"signature": [[n, list(map(int, s)), np.dtype(d).str]
                                      for n, s, d in signature],
-                       "label": label, "profile": bool(profile), "values": sorted(values)})
+                       "label": label, "options": options, "values": sorted(values)})
     digest = hashlib.sha256(blob + spec.encode())
     for name in sorted(values):
         digest.update(np.ascontiguousarray(values[name]).tobytes())
@@ -219,14 +220,14 @@ def remove_job(job):
 
 
 def read_job(path):
-    """(model, signature, values, label, profile) from a job file."""
+    """(model, signature, values, label, options) from a job file."""
     import onnx
     with np.load(path, allow_pickle=False) as data:
         spec = json.loads(str(data["spec"]))
         model = onnx.load_from_string(data["model"].tobytes())
         values = {n: data[f"value_{i}"] for i, n in enumerate(spec["values"])}
     signature = tuple((n, tuple(s), np.dtype(d)) for n, s, d in spec["signature"])
-    return model, signature, values, spec["label"], spec["profile"]
+    return model, signature, values, spec["label"], spec["options"]
 
 
 def compile_workers():

@@ -638,3 +638,38 @@ def test_session_pickles_and_rebuilds_lazily():
     want = onnxruntime.InferenceSession(lstm(), providers=["CPUExecutionProvider"]).run(None, feed)
     assert_same_outputs(copy.run(None, feed), want)
     assert copy.rep.max_signatures == 3
+
+
+# -- graph_optimization_level -----------------------------------------------------------------------
+def _conv_bn_relu():
+    bn = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in zip(
+        ["s", "b", "m", "v"], [RNG.standard_normal(4), RNG.standard_normal(4),
+                               RNG.standard_normal(4), RNG.random(4) + 0.5])]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["n"]),
+         helper.make_node("Relu", ["n"], ["r"]),
+         helper.make_node("Sigmoid", ["r"], ["y"])], "cbr",
+        [helper.make_tensor_value_info("x", F, [1, 3, 6, 6])],
+        [helper.make_tensor_value_info("y", F, [1, 4, 6, 6])], [_w("w", 4, 3, 3, 3)] + bn)
+    return _finish(graph)
+
+
+@pytest.mark.parametrize("level,ops_in_kernels", [
+    ("ORT_DISABLE_ALL", [["Conv"], ["BatchNormalization"], ["Relu"], ["Sigmoid"]]),
+    ("ORT_ENABLE_BASIC", [["Conv"], ["BatchNormalization", "Relu", "Sigmoid"]]),
+    ("ORT_ENABLE_ALL", [["Conv", "BatchNormalization", "Relu"], ["Sigmoid"]])])
+def test_graph_optimization_level_sets_fusion_and_peepholes(level, ops_in_kernels):
+    """Disabled: a kernel per node; basic: elementwise fusion only; all: BatchNormalization and
+    Relu folded into the Conv too. Each matches ONNX Runtime at the same level."""
+    model = _conv_bn_relu()
+    feed = {"x": RNG.standard_normal((1, 3, 6, 6)).astype(np.float32)}
+    answers = []
+    for ort in (onnxruntime, onnxjit):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+        sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        answers.append(sess.run(None, feed))
+    np.testing.assert_allclose(answers[1][0], answers[0][0], rtol=1e-5, atol=1e-6)
+    kernels = sess.rep.compiled().kernels
+    assert [[op for _, op in k.nodes] for k in kernels] == ops_in_kernels
