@@ -217,6 +217,27 @@ class Claims:
         _remove(self.path(dispatcher))
 
 
+def machine_slot():
+    """Block until one of the machine's compile slots (one per core, lock files beside the
+    claims) is free; the open file holding it, released when the process exits. Each process
+    that prepares a model on a cold cache starts compile workers: without slots, a few of them
+    in a row left a dozen workers compiling at once on two cores."""
+    try:
+        import fcntl
+    except ImportError:          # no flock (Windows): no limit
+        return None
+    folder = Claims().folder
+    while True:
+        for i in range(os.cpu_count() or 1):
+            f = open(os.path.join(folder, f"slot-{i}"), "a")
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return f
+            except OSError:
+                f.close()
+        time.sleep(0.25)
+
+
 # A claim older than this is stale whoever holds it (its pid may have been reused).
 CLAIM_SECONDS = 900
 

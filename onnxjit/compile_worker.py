@@ -10,9 +10,10 @@ import sys
 
 
 def main(argv):
-    from onnxjit.compile import Claims, compile_ahead
+    from onnxjit.compile import Claims, compile_ahead, machine_slot
     from onnxjit.pipeline import compile_model, generate
     from onnxjit.tiers import read_job
+    slot = machine_slot()      # noqa: F841  (held until this process exits)
     model, signature, values, label, options = read_job(argv[0])
     part = int(argv[1]) if len(argv) > 1 else 0
     if part == 0:
