@@ -701,6 +701,13 @@ def select_models(paths, only=None, weights="random"):
 def main(argv=None):
     """`onnxjit bench ...`; returns the exit status (1 if any output mismatched ORT's)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    device = next((a.split("=", 1)[1] if "=" in a else argv[i + 1] for i, a in enumerate(argv)
+                   if a.split("=")[0] == "--device" and ("=" in a or i + 1 < len(argv))), "CPU")
+    if device.upper().startswith("CUDA"):   # the GPU benchmark (onnxjit/cuda/bench.py)
+        from .cuda.bench import main as cuda_bench
+        return cuda_bench(argv)
+    argv = [a for i, a in enumerate(argv) if not (a.startswith("--device") or
+                                                  (i and argv[i - 1] == "--device"))]
     args = parse_args(argv)
     try:
         baseline = make_baseline(args.threads)

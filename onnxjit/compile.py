@@ -151,12 +151,13 @@ def _compile_claimed(dispatcher, signature, claims):
 
 
 def compile_ahead(module, segments, values, progress=None, claims=None):
-    """A helper worker's share of compile_segments: from the last call back, every call that
-    links a library kernel and that no worker has claimed, for the types the plan predicts
-    (`values` {identifier: Value}, C arrays). A wrong guess costs only time: the first worker
-    then compiles what the call really needs."""
+    """A compile worker's share of compile_segments: in order, every call that links a library
+    kernel and whose source file no process has claimed, for the types the plan predicts
+    (`values` {identifier: Value}, C arrays), so that several workers share one graph's calls
+    like a work queue. A wrong guess costs only time: the exact pass (compile_segments) then
+    compiles what the call really needs."""
     predicted = {name: numba_type(v) for name, v in values.items()}
-    for i in reversed(range(len(segments))):
+    for i in range(len(segments)):
         seg = segments[i]
         if not seg.links:
             continue

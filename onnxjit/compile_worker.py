@@ -1,9 +1,10 @@
 """`python -m onnxjit.compile_worker JOB [PART PARTS]`: compile one model signature (a job file
 written by tiers.write_job) into the disk caches, printing `progress DONE TOTAL NAME` lines.
 
-Part 0 compiles every call in order, as prepare would; parts 1.. are helpers that compile the
-library calls from the last one back, for the types the plan predicts, so that the calls of one
-graph compile on several cores. Claims (compile.Claims) keep them off each other's functions."""
+Every part walks the graph's library calls in order and compiles each one whose source file no
+other process is compiling (compile.Claims) for the types the plan predicts, so the calls of one
+graph compile on several cores; then part 0 makes the exact pass prepare would make, loading
+what the parts compiled and compiling what a wrong prediction missed."""
 from __future__ import annotations
 
 import sys
@@ -16,12 +17,11 @@ def main(argv):
     slot = machine_slot()      # noqa: F841  (held until this process exits)
     model, signature, values, label, options = read_job(argv[0])
     part = int(argv[1]) if len(argv) > 1 else 0
+    _, _, generated, module = generate(model, signature, label, values=values, **options)
+    compile_ahead(module, generated.segments, generated.values, _report, Claims())
     if part == 0:
         compile_model(model, signature, label, values=values, progress=_report, claims=Claims(),
                       **options)
-    else:
-        _, _, generated, module = generate(model, signature, label, values=values, **options)
-        compile_ahead(module, generated.segments, generated.values, _report, Claims())
     return 0
 
 

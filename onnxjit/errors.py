@@ -35,3 +35,7 @@ class NeedsInputValue(OnnxJitError):
     def __init__(self, name):
         super().__init__(f"input {name!r} is used as a shape-like value")
         self.name = name
+
+
+class DeviceError(OnnxJitError, ValueError):
+    """A device that cannot be used here (a CUDA device without numba.cuda, GPU or ordinal)."""

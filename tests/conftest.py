@@ -13,6 +13,16 @@ os.environ["ONNXJIT_TIERED"] = "0"
 os.environ["ONNXJIT_ENTRY"] = "driver"
 
 
+def pytest_ignore_collect(collection_path, config):
+    """tests/cuda is its own pytest run (NUMBA_ENABLE_CUDASIM=1 must be set before numba is
+    imported; test_cuda_simulator.py runs it): collected only when named on the command line."""
+    cuda_tests = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda")
+    if os.path.abspath(str(collection_path)) != cuda_tests:
+        return None
+    named = [os.path.abspath(str(a).split("::")[0]) for a in config.args]
+    return not any(n == cuda_tests or n.startswith(cuda_tests + os.sep) for n in named)
+
+
 @pytest.fixture
 def njit_entry(monkeypatch):
     """Graphs short enough get an njit entry, library kernels linked in (the default outside tests)."""

@@ -1,0 +1,199 @@
+"""The CUDA BackendRep: executables keyed by input signature, host or device inputs."""
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+
+import numpy as np
+from onnx.backend.base import BackendRep, namedtupledict
+
+from ..errors import InputError, NeedsInputValue
+from ..ir import Value, input_specs
+from ..plan import plan
+from . import launch as _launch
+from .lower import specialize_cuda
+from .runtime import (Executable, check_errors, device_inputs, device_outputs, host_inputs,
+                      host_outputs)
+from .target import as_device_array, is_device_array
+
+
+class CudaRep(BackendRep):
+    """A model prepared for a CUDA device.
+
+    `run(inputs)`: numpy inputs are copied in and the outputs come back as numpy arrays; when
+    any input is a device array (`__cuda_array_interface__`: Numba, CuPy, PyTorch), inputs are
+    used in place and the outputs are device arrays on `self.stream` (see cuda/runtime.py for
+    the synchronization rules).
+    """
+
+    def __init__(self, model, device, target, max_signatures=32):
+        from numba import cuda
+        self.model, self.device, self.target = model, device, target
+        self.max_signatures = max_signatures
+        with cuda.gpus[target.index]:
+            self.stream = cuda.stream()
+            self._error_flag = cuda.to_device(np.zeros(1, np.int32))
+        inits = {t.name for t in model.graph.initializer}
+        self.inputs = input_specs(model.graph, inits)
+        self.input_names = [s.name for s in self.inputs]
+        self.output_names = [o.name for o in model.graph.output]
+        self._outputs = namedtupledict("Outputs", self.output_names)
+        self._cache = OrderedDict()
+        self._lock = threading.RLock()
+        self._pending_check = None
+        self._value_inputs = []   # inputs whose contents are part of the signature (shapes ...)
+        self.hits = self.misses = 0
+        self.compile_seconds = 0.0
+        if all(s.is_static() and s.dtype is not None for s in self.inputs):
+            with cuda.gpus[target.index]:
+                self._compile(tuple((tuple(s.dims), np.dtype(s.dtype)) for s in self.inputs))
+
+    # -- running -----------------------------------------------------------------------------------
+    def run(self, inputs, **kwargs):
+        from numba import cuda
+        arrays = self._arrays(inputs)
+        device_mode = any(is_device_array(a) for a in arrays)
+        if device_mode:
+            arrays = [as_device_array(a) if is_device_array(a)
+                      else cuda.to_device(np.ascontiguousarray(a), stream=self.stream)
+                      for a in arrays]
+        with self._lock, cuda.gpus[self.target.index]:
+            key = self._key(arrays)
+            exe = self._cache.get(key)
+            if exe is None:
+                self._check(arrays)
+                exe = self._compile(key, arrays)
+            else:
+                self.hits += 1
+                self._cache.move_to_end(key)
+            if device_mode:
+                outs = device_outputs(exe, exe.run(device_inputs(exe, arrays), True))
+                self._pending_check = exe if exe.checks_bounds else None
+            else:
+                outs = host_outputs(exe, exe.run(host_inputs(exe, arrays), False))
+        return self._outputs(*outs)
+
+    def _key(self, arrays):
+        """(shape, dtype) per input, then the contents of inputs used as shapes or axes."""
+        key = tuple((tuple(a.shape), np.dtype(a.dtype)) for a in arrays)
+        return key + tuple(_host(arrays[i]).tobytes() for i in self._value_inputs)
+
+    def synchronize(self):
+        """Wait for every launch of this rep; raise if a Gather met an index out of range."""
+        self.stream.synchronize()
+        exe, self._pending_check = self._pending_check, None
+        if exe is not None:
+            check_errors(exe)
+
+    def _arrays(self, inputs):
+        if isinstance(inputs, dict):
+            unknown = sorted(set(inputs) - set(self.input_names))
+            missing = [n for n in self.input_names if n not in inputs]
+            if unknown or missing:
+                raise InputError(f"inputs by name: unknown {unknown}, missing {missing}; "
+                                 f"the model's inputs are {self.input_names}")
+            inputs = [inputs[n] for n in self.input_names]
+        elif isinstance(inputs, np.ndarray) or is_device_array(inputs) or np.isscalar(inputs):
+            inputs = [inputs]
+        inputs = list(inputs)
+        if len(inputs) != len(self.inputs):
+            raise InputError(f"the model takes {len(self.inputs)} input(s) {self.input_names}, "
+                             f"got {len(inputs)}")
+        from ..backend import _as_array
+        return [a if is_device_array(a) else _as_array(a, s.name)
+                for a, s in zip(inputs, self.inputs)]
+
+    def _check(self, arrays):
+        from ..backend import _check_input
+        for a, spec in zip(arrays, self.inputs):
+            _check_input(a, spec)
+
+    def _compile(self, key, arrays=None):
+        """Compile for `key`; with `arrays` (None at prepare), inputs used as shapes or axes are
+        read and become part of the key. None when compiling must wait for their values."""
+        start = time.perf_counter()
+        while True:
+            consts = {i: _host(arrays[i]) for i in self._value_inputs} if arrays else {}
+            values = [Value(tuple(shape), dtype, const=consts.get(i), name=s.name)
+                      for i, (s, (shape, dtype)) in enumerate(zip(self.inputs, key))]
+            try:
+                program = specialize_cuda(self.model, values)
+                break
+            except NeedsInputValue as need:
+                index = self.input_names.index(need.name)
+                if index in self._value_inputs:
+                    raise
+                self._value_inputs.append(index)
+                if arrays is None:
+                    return None
+                key = self._key(arrays)
+        kernels = plan(program)
+        launches, aliases = _launch.build(kernels, self.target)
+        exe = Executable(program, launches, aliases, self.target, self.stream, self._error_flag)
+        exe.kernels = kernels
+        exe.signature = tuple((s.name, shape, dtype) for s, (shape, dtype) in zip(self.inputs, key))
+        exe.compile_seconds = time.perf_counter() - start
+        self.misses += 1
+        self.compile_seconds += exe.compile_seconds
+        self._cache[key] = exe
+        while len(self._cache) > self.max_signatures:
+            self._cache.popitem(last=False)
+        return exe
+
+    # -- inspection --------------------------------------------------------------------------------
+    def compiled(self, signature=None):
+        """The Executable of a signature [(shape, dtype) per input] (default: the most recent)."""
+        if not self._cache:
+            raise LookupError("nothing compiled yet: run the model once, or give static input "
+                              "shapes")
+        if signature is None:
+            return next(reversed(self._cache.values()))
+        wanted = [(tuple(s), np.dtype(d)) for s, d in signature]
+        for exe in self._cache.values():
+            if [(tuple(s), np.dtype(d)) for _, s, d in exe.signature] == wanted:
+                return exe
+        raise LookupError(f"no compiled entry for signature {signature}")
+
+    def signatures(self):
+        return [exe.signature for exe in self._cache.values()]
+
+    def source(self, signature=None):
+        """The launch schedule (kernels, grids, blocks, arguments) then the generated kernels."""
+        from .listing import listing
+        return listing(self.compiled(signature))
+
+    def explain(self, signature=None):
+        """One row per launch: name, kernel, grid, block, ONNX nodes."""
+        from .listing import explain
+        return explain(self.compiled(signature))
+
+    def cache_info(self):
+        return {"signatures": len(self._cache), "max_signatures": self.max_signatures,
+                "hits": self.hits, "misses": self.misses,
+                "compile_seconds": round(self.compile_seconds, 3), "tier": "compiled",
+                "device": self.device, "simulator": self.target.simulated}
+
+    @property
+    def tier(self):
+        return "compiled" if self._cache else None
+
+    def wait(self, timeout=None):
+        """Compilation is synchronous on CUDA: nothing to wait for."""
+        return True
+
+    def _repr_html_(self):
+        import html
+        if not self._cache:
+            return html.escape(repr(self))
+        return f"<pre>{html.escape(self.source())}</pre>"
+
+    def __repr__(self):
+        return (f"<CudaRep {self.model.graph.name or 'model'!r} on {self.device}"
+                f"{' (simulator)' if self.target.simulated else ''}: {len(self._cache)} "
+                f"signature(s), {self.hits} hits, {self.misses} misses>")
+
+
+def _host(array):
+    """A numpy copy of a (small) host or device array: inputs used as shapes or axes."""
+    return np.asarray(array.copy_to_host() if is_device_array(array) else array)

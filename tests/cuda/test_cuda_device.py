@@ -1,0 +1,101 @@
+"""Devices, device arrays in and out, synchronization, errors, safety."""
+import numpy as np
+import onnx
+import pytest
+from numba import cuda
+from onnx import TensorProto, helper
+
+import onnxjit.backend as backend
+from onnxjit.errors import InputError, UnsupportedOpError
+
+from cuda_harness import node_model, rand
+
+
+def add_model():
+    return node_model("Add", {"a": rand((2, 3)), "b": rand((3,), seed=1)})
+
+
+def test_devices():
+    assert backend.supports_device("CUDA") and backend.supports_device("CUDA:0")
+    assert backend.supports_device("CPU")
+    assert backend.is_compatible(add_model(), "CUDA")
+    with pytest.raises(ValueError, match="CUDA:7"):
+        backend.prepare(add_model(), "CUDA:7")
+    assert backend.prepare(add_model(), "CUDA:0").device == "CUDA:0"
+
+
+def test_run_model_and_run_node_on_cuda():
+    a, b = rand((2, 3)), rand((3,), seed=1)
+    np.testing.assert_allclose(backend.run_model(add_model(), [a, b], "CUDA")[0], a + b)
+    node = helper.make_node("Relu", ["x"], ["y"])
+    np.testing.assert_array_equal(backend.run_node(node, [a], "CUDA")[0], np.maximum(a, 0))
+
+
+def test_unsupported_ops_are_named():
+    model = node_model("NonZero", {"x": rand((4,))})
+    assert not backend.is_compatible(model, "CUDA")
+    assert backend.is_compatible(model, "CPU")
+    with pytest.raises(UnsupportedOpError, match="NonZero"):
+        backend.prepare(model, "CUDA")
+
+
+def test_device_arrays_in_device_arrays_out():
+    a, b = rand((2, 3)), rand((3,), seed=1)
+    rep = backend.prepare(add_model(), "CUDA")
+    y = rep.run([cuda.to_device(a), cuda.to_device(b)])[0]
+    assert not isinstance(y, np.ndarray) and hasattr(y, "copy_to_host")
+    assert y.shape == (2, 3) and y.dtype == np.float32
+    rep.synchronize()
+    np.testing.assert_allclose(y.copy_to_host(), a + b)
+    # chained: a device output is the next run's device input, no host round trip
+    z = rep.run({"a": y, "b": cuda.to_device(b)})[0]
+    np.testing.assert_allclose(z.copy_to_host(), a + 2 * b, rtol=1e-6)
+    # each device run hands out fresh arrays: the first result is intact
+    np.testing.assert_allclose(y.copy_to_host(), a + b)
+
+
+def test_device_float16_edges():
+    model = node_model("Mul", {"a": rand((4,), np.float16), "b": rand((4,), np.float16, seed=1)})
+    a, b = rand((4,), np.float16), rand((4,), np.float16, seed=1)
+    y = backend.prepare(model, "CUDA").run([cuda.to_device(a), cuda.to_device(b)])[0]
+    assert y.dtype == np.float16
+    np.testing.assert_array_equal(y.copy_to_host(), a * b)
+
+
+def test_gather_out_of_range_raises():
+    model = node_model("Gather", {"x": rand((3, 2)), "i": np.array([0, 1], np.int64)})
+    rep = backend.prepare(model, "CUDA")
+    with pytest.raises(IndexError, match="out of range"):
+        rep.run([rand((3, 2)), np.array([0, 3], np.int64)])
+    np.testing.assert_array_equal(rep.run([rand((3, 2)), np.array([2, -3], np.int64)])[0],
+                                  rand((3, 2))[[2, 0]])
+    rep.run([cuda.to_device(rand((3, 2))), cuda.to_device(np.array([5, 0], np.int64))])
+    with pytest.raises(IndexError):
+        rep.synchronize()
+
+
+def test_wrong_inputs_are_named():
+    rep = backend.prepare(add_model(), "CUDA")
+    with pytest.raises(InputError, match="'a'"):
+        rep.run([rand((2, 4)), rand((3,))])
+    with pytest.raises(InputError, match="2 input"):
+        rep.run([rand((2, 3))])
+
+
+def test_hostile_names_stay_out_of_code():
+    hostile = "x'); import os; os.system('echo pwned') #\n"
+    node = helper.make_node("Softmax", [hostile], ["y\nimport sys"], name="n\n__import__('os')")
+    graph = helper.make_graph([node], "g\nimport os",
+                              [helper.make_tensor_value_info(hostile, TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y\nimport sys", TensorProto.FLOAT,
+                                                             [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    onnx.checker.check_model(model)
+    rep = backend.prepare(model, "CUDA")
+    x = rand((2, 3))
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(rep.run([x])[0], e / e.sum(1, keepdims=True), rtol=1e-5)
+    # Model names reach the listing only inside one-line comments, ascii-escaped.
+    for line in rep.source().splitlines():
+        if any(bad in line for bad in ("import os", "os.system", "__import__", "import sys")):
+            assert line.startswith("# ") and "\\n" in line, line
