@@ -176,6 +176,75 @@ def small_cnn(size=64, channels=(16, 32, 64), classes=10):
     return b.model([_f32("x", [1, 3, size, size])], [_output(b, y, "y", [1, classes])])
 
 
+def _random_tree(rng, tree, depth, n_features, cols, stop=0.0):
+    """Append one random tree (node ids from 0, depth first) to the nodes_* lists in `cols`;
+    its leaves as [(tree, node)]. From depth 3 a node becomes a leaf with probability `stop`."""
+    leaves, ids = [], iter(range(1 << 30))
+
+    def grow(d):
+        me, i = next(ids), len(cols["nodes_treeids"])
+        for k in cols:
+            cols[k].append(0)
+        cols["nodes_treeids"][i], cols["nodes_nodeids"][i] = tree, me
+        if d == depth or (d >= 3 and rng.random() < stop):
+            cols["nodes_modes"][i], cols["nodes_values"][i] = "LEAF", 0.0
+            leaves.append((tree, me))
+            return me
+        cols["nodes_modes"][i] = "BRANCH_LEQ"
+        cols["nodes_featureids"][i] = int(rng.integers(n_features))
+        cols["nodes_values"][i] = float(np.float32(rng.standard_normal() * 0.8))
+        cols["nodes_truenodeids"][i] = grow(d + 1)
+        cols["nodes_falsenodeids"][i] = grow(d + 1)
+        return me
+
+    grow(0)
+    return leaves
+
+
+def _tree_model(name, node, n_features, rows, out, out_shape):
+    graph = helper.make_graph([node], name, [_f32("x", [rows, n_features])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)])
+    return helper.make_model(graph, producer_name="onnxjit.models", opset_imports=[
+        helper.make_opsetid("", OPSET), helper.make_opsetid("ai.onnx.ml", 3)])
+
+
+def forest_classifier(rows=100, trees=100, depth=(8, 10), features=30, classes=3):
+    """A random forest classifier as skl2onnx writes one (TreeEnsembleClassifier, each leaf
+    holding every class's probability / trees): the output is the probabilities."""
+    rng = np.random.default_rng(SEED)
+    cols = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes",
+                            "nodes_values", "nodes_truenodeids", "nodes_falsenodeids")}
+    w = {k: [] for k in ("class_treeids", "class_nodeids", "class_ids", "class_weights")}
+    for t in range(trees):
+        for tree, leaf in _random_tree(rng, t, int(rng.integers(depth[0], depth[1] + 1)),
+                                       features, cols, stop=0.15):
+            p = rng.dirichlet(np.ones(classes)) / trees
+            for c in range(classes):
+                for k, v in zip(w, (tree, leaf, c, float(np.float32(p[c])))):
+                    w[k].append(v)
+    node = helper.make_node("TreeEnsembleClassifier", ["x"], ["label", "probabilities"],
+                            domain="ai.onnx.ml", name="forest", post_transform="NONE",
+                            classlabels_int64s=list(range(classes)), **cols, **w)
+    return _tree_model("forest_classifier", node, features, rows, "probabilities",
+                       [rows, classes])
+
+
+def gbm_regressor(rows=100, trees=200, depth=5, features=30):
+    """A gradient-boosted regressor (TreeEnsembleRegressor, SUM of full trees + base value)."""
+    rng = np.random.default_rng(SEED + 1)
+    cols = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes",
+                            "nodes_values", "nodes_truenodeids", "nodes_falsenodeids")}
+    w = {k: [] for k in ("target_treeids", "target_nodeids", "target_ids", "target_weights")}
+    for t in range(trees):
+        for tree, leaf in _random_tree(rng, t, depth, features, cols):
+            for k, v in zip(w, (tree, leaf, 0, float(np.float32(rng.standard_normal() * 0.1)))):
+                w[k].append(v)
+    node = helper.make_node("TreeEnsembleRegressor", ["x"], ["y"], domain="ai.onnx.ml",
+                            name="gbm", n_targets=1, aggregate_function="SUM",
+                            base_values=[0.5], **cols, **w)
+    return _tree_model("gbm_regressor", node, features, rows, "y", [rows, 1])
+
+
 def light_models():
     """{name: path} of the light models (AlexNet, ResNet-50, ...) that ship inside the onnx package."""
     import onnx.backend.test
@@ -274,7 +343,8 @@ def light_model(name, weights="random"):
 
 
 BUILDERS = {"one_node": one_node, "elementwise_chain": elementwise_chain, "mlp": mlp,
-            "transformer_block": transformer_block, "small_cnn": small_cnn}
+            "transformer_block": transformer_block, "small_cnn": small_cnn,
+            "forest_classifier": forest_classifier, "gbm_regressor": gbm_regressor}
 
 
 def builtin_suite(weights="random"):

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 
 from . import registry
-from .compile import compile_segments, load_source
+from .compile import compile_segments, library_calls_cached, load_source
 from .emit import Emitter
 import numpy as np
 
@@ -75,8 +75,11 @@ def compile_model(model, signature, label="model", profile=False, values=None,
     start = time.perf_counter()
     program, kernels, generated, module = generate(model, signature, label, profile, values, entry,
                                                    optimize)
-    entries = compile_segments(module, generated.segments, generated.params, cached_only,
-                               progress, claims)
+    if cached_only and not library_calls_cached(module, generated.segments, generated.values):
+        entries = None
+    else:
+        entries = compile_segments(module, generated.segments, generated.params, cached_only,
+                                   progress, claims)
     if entries is None and generated.entry_links:
         # An njit entry linking library kernels compiles for tens of seconds; a driver over the
         # same steps needs only the kernels' own machine code, which may be cached already.
@@ -96,7 +99,7 @@ def compile_model(model, signature, label="model", profile=False, values=None,
     # matching (~0.4 us): rep.run only calls it with arrays whose shape, dtype and layout match.
     single = bool(entries) and generated.segments[0].name == generated.entry
     fn = entries[0] if single else getattr(module, generated.entry)
-    fn = _narrow_edges(fn, program)
+    fn = program.with_python_outputs(_narrow_edges(fn, program))   # ZipMap, string labels
     guarded = None
     if single and fn is entries[0] and program.inputs:
         # The dispatcher checks dtype, rank and layout, the module's guard the shapes: a call

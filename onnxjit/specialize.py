@@ -43,6 +43,19 @@ class Program:
     use_counts: dict = field(default_factory=dict)   # ONNX name -> readers (+1 if graph output)
     names_of: dict = field(default_factory=dict)     # id(Value) -> ONNX names bound to it
     peepholes: bool = True   # rewrites across nodes (BatchNormalization into Conv, ...) apply
+    # ONNX output name -> Python function of the computed array giving what the caller gets
+    # (ZipMap's list of dicts, string labels): see LoweringContext.python_output.
+    edges: dict = field(default_factory=dict)
+
+    def with_python_outputs(self, fn):
+        """`fn` (the compiled graph) with the edges' conversions applied to its outputs."""
+        convert = [self.edges.get(name) for name in self.output_names]
+        if not any(convert):
+            return fn
+
+        def run_with_python_outputs(*args):
+            return tuple(o if c is None else c(o) for o, c in zip(fn(*args), convert))
+        return run_with_python_outputs
 
 
 def broadcast_shapes(*shapes):
@@ -151,6 +164,14 @@ class LoweringContext:
             else:
                 stack.extend(v.producer.inputs)
         return found
+
+    def python_output(self, value, convert, i=0):
+        """`value` (the node's output i, computed as an array) reaches the caller as
+        `convert(array)`, a Python step after the compiled graph (strings, maps, sequences
+        Numba cannot hold). Only a graph output read by no other node may be one."""
+        if self._out_name(i):
+            self.program.edges[self._out_name(i)] = convert
+        return value
 
     def uses(self, value):
         """How many node inputs (and graph outputs) read `value`, under any of its names."""
@@ -261,6 +282,10 @@ def specialize(model: onnx.ModelProto, input_values, peepholes=True) -> Program:
             raise ModelError(f"graph output {out.name!r} is produced by no node")
         program.outputs.append(env[out.name])
         program.output_names.append(out.name)
+    for name in program.edges:
+        if program.use_counts.get(name, 0) > program.output_names.count(name):
+            raise LoweringError(f"{name!r} (strings or a map, made after the compiled graph) "
+                                "is read by a node: only graph outputs may hold it")
     return program
 
 

@@ -18,14 +18,19 @@ SMALL = {
     "mlp": {"batch": 4, "sizes": (12, 8, 8, 3)},
     "transformer_block": {"seq": 8, "d_model": 16, "heads": 4},
     "small_cnn": {"size": 16, "channels": (4, 8, 8), "classes": 3},
+    "forest_classifier": {"rows": 5, "trees": 4, "depth": (3, 5), "features": 6},
+    "gbm_regressor": {"rows": 5, "trees": 6, "depth": 3, "features": 6},
 }
 OUTPUT_SHAPES = {"one_node": (4,), "elementwise_chain": (8, 16), "mlp": (4, 3),
-                 "transformer_block": (1, 8, 16), "small_cnn": (1, 3)}
+                 "transformer_block": (1, 8, 16), "small_cnn": (1, 3),
+                 "forest_classifier": (5, 3), "gbm_regressor": (5, 1)}
 OPS = {"elementwise_chain": {"Erf", "Div", "Sqrt", "Sub"},
        "mlp": {"MatMul", "Add", "Relu"},
        "transformer_block": {"MatMul", "Reshape", "Transpose", "Softmax", "LayerNormalization", "Erf"},
        "small_cnn": {"Conv", "BatchNormalization", "Relu", "MaxPool", "GlobalAveragePool", "Flatten",
-                     "Gemm"}}
+                     "Gemm"},
+       "forest_classifier": {"TreeEnsembleClassifier"},
+       "gbm_regressor": {"TreeEnsembleRegressor"}}
 
 
 @pytest.mark.parametrize("name", list(SMALL))
@@ -65,11 +70,17 @@ def test_onnxjit_agrees_or_reports_unsupported(name, entry, monkeypatch):
 
 
 def test_default_sizes():
-    """The benchmark sizes asked for: ~1M floats, batch 64, seq 128 x 256, 1x3x64x64."""
+    """The benchmark sizes asked for: ~1M floats, batch 64, seq 128 x 256, 1x3x64x64, 100 rows
+    of 30 features for the forest (100 trees, depth 8-10) and the boosted trees (200)."""
+    suite = models.builtin_suite()[:len(models.BUILDERS)]
     shapes = {name: [d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim]
-              for name, m in models.builtin_suite()[:5]}
+              for name, m in suite}
     assert shapes == {"one_node": [4], "elementwise_chain": [1024, 1024], "mlp": [64, 784],
-                      "transformer_block": [1, 128, 256], "small_cnn": [1, 3, 64, 64]}
+                      "transformer_block": [1, 128, 256], "small_cnn": [1, 3, 64, 64],
+                      "forest_classifier": [100, 30], "gbm_regressor": [100, 30]}
+    trees = {name: len({t for a in m.graph.node[0].attribute if a.name == "nodes_treeids"
+                        for t in a.ints}) for name, m in suite[5:]}
+    assert trees == {"forest_classifier": 100, "gbm_regressor": 200}
 
 
 def test_transformer_rejects_bad_heads():
@@ -82,7 +93,8 @@ def test_light_models_and_suite_order():
     assert len(light) == 9 and all(os.path.isfile(p) for p in light.values())
     assert {"light_resnet50", "light_squeezenet", "light_densenet121"} <= set(light)
     names = [name for name, _ in models.builtin_suite()]
-    assert names[:5] == list(models.BUILDERS) and names[5:] == sorted(light)
+    n = len(models.BUILDERS)
+    assert names[:n] == list(models.BUILDERS) and names[n:] == sorted(light)
 
 
 def test_light_models_get_random_weights_of_the_same_shapes():
@@ -117,4 +129,5 @@ def test_light_models_get_random_weights_of_the_same_shapes():
                                     providers=["CPUExecutionProvider"])
         return sess.run(None, feeds)[0].ravel()
     assert np.ptp(probs(shipped)) == 0 and np.ptp(probs(random)) > 1e-3
-    assert [n for n, m in models.builtin_suite("shipped")][5:] == sorted(models.light_models())
+    assert [n for n, m in models.builtin_suite("shipped")][len(models.BUILDERS):] == sorted(
+        models.light_models())

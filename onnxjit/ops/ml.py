@@ -1,4 +1,4 @@
-"""ai.onnx.ml ops over numeric tensors (the string and tree ones are not compiled)."""
+"""ai.onnx.ml ops over numeric tensors (tree ensembles: ml_trees.py)."""
 from __future__ import annotations
 
 import numpy as np
