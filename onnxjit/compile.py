@@ -150,6 +150,29 @@ def _compile_claimed(dispatcher, signature, claims):
         claims.release(dispatcher)
 
 
+def _predicted_signature(dispatcher, seg, predicted):
+    """The argument types of `seg` as the plan predicts them (see compile_ahead)."""
+    return tuple(predicted[a] if a in predicted else numba.typeof(ast.literal_eval(a))
+                 for a in seg.args) + _omitted(dispatcher, len(seg.args))
+
+
+def library_calls_cached(module, segments, values):
+    """Whether every call that is or links a library kernel (Segment.links) finds its machine
+    code in the caches for the types the plan predicts: a look before compiling anything, so a
+    graph that will answer on the reference tier compiles nothing in the caller's process."""
+    predicted = {name: numba_type(v) for name, v in values.items()}
+    for seg in segments:
+        if seg.links:
+            dispatcher = _callee(module, seg.name)
+            try:
+                signature = _predicted_signature(dispatcher, seg, predicted)
+            except (KeyError, ValueError, SyntaxError):
+                return False
+            if not load_cached(dispatcher, signature):
+                return False
+    return True
+
+
 def compile_ahead(module, segments, values, progress=None, claims=None):
     """A compile worker's share of compile_segments: in order, every call that links a library
     kernel and whose source file no process has claimed, for the types the plan predicts
@@ -163,8 +186,7 @@ def compile_ahead(module, segments, values, progress=None, claims=None):
             continue
         dispatcher = _callee(module, seg.name)
         try:
-            signature = tuple(predicted[a] if a in predicted else numba.typeof(ast.literal_eval(a))
-                              for a in seg.args) + _omitted(dispatcher, len(seg.args))
+            signature = _predicted_signature(dispatcher, seg, predicted)
         except (KeyError, ValueError, SyntaxError):
             continue
         if load_cached(dispatcher, signature) or (claims and not claims.take(dispatcher)):
