@@ -153,3 +153,55 @@ def test_reference_tier_agrees_with_onnxruntime():
                                                providers=["CPUExecutionProvider"])
         (want,) = session.run(None, {"x": x})
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def _pool_cases():
+    cases = {}
+    for i, (op, attrs, shape) in enumerate([
+            ("MaxPool", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), [1, 3, 9, 9]),
+            ("MaxPool", dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1), [1, 2, 8, 8]),
+            ("MaxPool", dict(kernel_shape=[2, 2], dilations=[2, 2]), [2, 2, 7, 6]),
+            ("MaxPool", dict(kernel_shape=[3], auto_pad="SAME_UPPER", strides=[2]), [1, 2, 7]),
+            ("AveragePool", dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1]), [1, 3, 6, 6]),
+            ("AveragePool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1),
+             [1, 2, 5, 5]),
+            ("AveragePool", dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1), [1, 2, 8, 8]),
+            ("AveragePool", dict(kernel_shape=[2, 2], auto_pad="SAME_LOWER"), [1, 1, 5, 5]),
+            ("AveragePool", dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2]), [1, 2, 4, 4, 4])]):
+        cases[f"{op.lower()}_{i}"] = _node_model(helper.make_node(op, ["x"], ["y"], **attrs),
+                                                 shape, 19)
+    return cases
+
+
+def test_reference_tier_pools_agree_with_onnxruntime():
+    """The reference tier's vectorized pools (onnx's own loop over outputs in Python)."""
+    import onnxruntime
+
+    from onnxjit.tiers import reference_runner
+    for name, model in _pool_cases().items():
+        shape = tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim)
+        x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+        (got,) = reference_runner(model)(x)
+        session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                               providers=["CPUExecutionProvider"])
+        (want,) = session.run(None, {"x": x})
+        assert got.shape == want.shape, name
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_reference_tier_pools_match_the_backend_suite():
+    """Every MaxPool/AveragePool node test of onnx's backend suite (its stored outputs), Indices
+    included (those go to onnx's own implementation)."""
+    from onnx.backend.test.case.node import collect_testcases
+
+    from onnxjit.tiers import reference_runner
+    cases = collect_testcases("MaxPool") + collect_testcases("AveragePool")
+    checked = 0
+    for case in cases:
+        for inputs, outputs in case.data_sets:
+            got = reference_runner(case.model)(*inputs)
+            for g, w in zip(got, outputs):
+                assert g.shape == np.asarray(w).shape, case.name
+                np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-5, err_msg=case.name)
+            checked += 1
+    assert checked >= 30
