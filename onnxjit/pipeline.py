@@ -128,15 +128,17 @@ def _narrow_edges(fn, program):
     return run_narrow
 
 
-def unsupported_ops(model):
-    """Sorted (domain, op_type, opset) triples of nodes with no lowering, subgraphs included."""
+def unsupported_ops(model, lowers=None):
+    """Sorted (domain, op_type, opset) triples of nodes with no lowering, subgraphs included;
+    `lowers(op_type, opset, domain)` says which have one (default: the CPU registry)."""
     import onnxjit.ops  # noqa: F401
+    lowers = lowers or (lambda op, opset, domain: registry.lookup(op, opset, domain) is not None)
     opsets = {(e.domain or ""): e.version for e in model.opset_import}
     missing = set()
     for node in _all_nodes(model.graph):
         domain = node.domain or ""
         opset = opsets.get(domain, opsets.get("ai.onnx"))
-        if registry.lookup(node.op_type, opset, domain) is None:
+        if not lowers(node.op_type, opset, domain):
             missing.add((domain or "ai.onnx", node.op_type, opset))
     return sorted(missing, key=lambda t: (t[0], t[1], t[2] or 0))
 

@@ -44,29 +44,15 @@ def cuda_ops():
 
 def unsupported_cuda_ops(model):
     """Sorted (domain, op_type, opset) triples the CUDA target has no lowering for."""
-    import onnxjit.ops  # noqa: F401
-    opsets = {(e.domain or ""): e.version for e in model.opset_import}
-    missing = set()
-    for node in _all_nodes(model.graph):
-        domain = node.domain or ""
-        opset = opsets.get(domain, opsets.get("ai.onnx"))
-        if domain not in registry.ONNX_DOMAINS or not _has_rule(node.op_type, opset):
-            missing.add((domain or "ai.onnx", node.op_type, opset))
-    return sorted(missing, key=lambda t: (t[0], t[1], t[2] or 0))
+    from ..pipeline import unsupported_ops
+    return unsupported_ops(model, lambda op, opset, domain: domain in registry.ONNX_DOMAINS
+                           and _has_rule(op, opset))
 
 
 def _has_rule(op_type, opset):
     if op_type in SHARED:
         return registry.lookup(op_type, opset) is not None
     return ops.lookup(op_type, opset) is not None
-
-
-def _all_nodes(graph):
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-                yield from _all_nodes(sub)
 
 
 def specialize_cuda(model, input_values):
