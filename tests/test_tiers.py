@@ -195,7 +195,10 @@ def test_reference_tier_pools_match_the_backend_suite():
     from onnx.backend.test.case.node import collect_testcases
 
     from onnxjit.tiers import reference_runner
-    cases = collect_testcases("MaxPool") + collect_testcases("AveragePool")
+    # collect_testcases' argument does not filter once another test has collected every case
+    cases = [c for c in collect_testcases("MaxPool") + collect_testcases("AveragePool")
+             if c.model is not None and c.model.graph.node
+             and {n.op_type for n in c.model.graph.node} <= {"MaxPool", "AveragePool"}]
     checked = 0
     for case in cases:
         for inputs, outputs in case.data_sets:
