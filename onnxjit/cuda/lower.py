@@ -14,7 +14,7 @@ from .. import registry
 from ..errors import LoweringError, ModelError, UnsupportedOpError
 from ..ir import NARROW_FLOATS, const_value, initializers
 from ..specialize import (NONDETERMINISTIC, LoweringContext, Program, _check_attributes,
-                          _use_counts, fold_node)
+                          _resolve, _use_counts, fold_node)
 from . import ops, ops_nn, ops_reduce  # noqa: F401  (registers the CUDA lowerings)
 
 # Ops whose shared lowering yields only elementwise steps (or a folded constant) on the
@@ -116,12 +116,3 @@ def _check_steps(ctx, steps):
         for v in s.outs:
             if v.dtype in NARROW_FLOATS and v.dtype != np.float16:
                 ctx.fail(f"dtype {v.dtype} is not supported on CUDA")
-
-
-def _resolve(env, name, node):
-    if not name:
-        return None
-    if name not in env:
-        raise ModelError(f"node {node.name!r} ({node.op_type}) reads {name!r}, "
-                         "which no earlier node, input or initializer defines")
-    return env[name]
