@@ -102,23 +102,47 @@ def _is_keyword(ident):
 
 
 def load_model(model) -> onnx.ModelProto:
-    """A ModelProto from a ModelProto, serialized bytes, or a path; clear error otherwise."""
+    """A ModelProto from a ModelProto, serialized bytes, or a path; clear error otherwise.
+
+    External data is read only from inside a path's folder; a model given as bytes or a
+    ModelProto must hold its tensors itself (external_data.py)."""
+    from .external_data import load_external_data, refuse_external_data
     if isinstance(model, onnx.ModelProto):
+        refuse_external_data(model)
         return model
     if isinstance(model, (bytes, bytearray, memoryview)):
-        try:
-            proto = onnx.ModelProto.FromString(bytes(model))
-        except Exception as exc:  # protobuf raises DecodeError or RuntimeWarning-ish errors
-            raise ModelError(f"could not parse the bytes as an ONNX model: {exc}") from None
-        if not proto.HasField("graph"):
-            raise ModelError("could not parse the bytes as an ONNX model: no graph in it")
+        proto = _parse(model)
+        refuse_external_data(proto)
         return proto
     if isinstance(model, (str, os.PathLike)):
-        if not os.path.exists(model):
+        if not os.path.isfile(model):
             raise ModelError(f"no ONNX model file at {os.fspath(model)!r}")
         with open(model, "rb") as f:
-            return load_model(f.read())
+            proto = _parse(f.read())
+        load_external_data(proto, os.path.dirname(os.path.abspath(model)))
+        return proto
     raise ModelError(f"expected an onnx.ModelProto, bytes or a path, got {type(model).__name__}")
+
+
+def _parse(data):
+    try:
+        proto = onnx.ModelProto.FromString(bytes(data))
+    except Exception as exc:  # protobuf raises DecodeError or RuntimeWarning-ish errors
+        raise ModelError(f"could not parse the bytes as an ONNX model: {exc}") from None
+    if not proto.HasField("graph"):
+        raise ModelError("could not parse the bytes as an ONNX model: no graph in it")
+    return proto
+
+
+def tensor_array(tensor, what="tensor"):
+    """numpy array of a TensorProto held in the model; never read from an external file here
+    (numpy_helper would read it relative to the working directory: see external_data.py)."""
+    from .external_data import location, uses_external_data
+    if uses_external_data(tensor):
+        raise ModelError(f"{what} {tensor.name!r} keeps its data in an external file "
+                         f"({location(tensor)!r}) that was not loaded: prepare the model from "
+                         f"its path, or load it with onnx.load(path)")
+    return numpy_helper.to_array(tensor)
 
 
 def opset_of(model: onnx.ModelProto, domain=""):
@@ -173,7 +197,9 @@ def initializers(graph):
     out = {}
     for t in graph.initializer:
         try:
-            out[t.name] = numpy_helper.to_array(t)
+            out[t.name] = tensor_array(t, "initializer")
+        except ModelError:
+            raise
         except Exception as exc:
             raise ModelError(f"initializer {t.name!r} cannot be read: {exc}") from None
     return out
@@ -189,6 +215,7 @@ def attributes(node):
         elif isinstance(value, list) and value and isinstance(value[0], bytes):
             value = [v.decode("utf-8", "replace") for v in value]
         elif isinstance(value, onnx.TensorProto):
-            value = numpy_helper.to_array(value)
+            value = tensor_array(
+                value, f"node {node.name or node.op_type!r}, attribute {attr.name!r}: tensor")
         out[attr.name] = value
     return out

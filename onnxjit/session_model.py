@@ -138,11 +138,17 @@ def load(path_or_bytes):
         if not os.path.exists(path):
             raise ort_error(NoSuchFile, f"Load model from {path} failed:Load model {path} failed. "
                                         "File doesn't exist")
+        from .errors import ModelError
+        from .ir import load_model
         try:
-            return onnx.load(path)      # external data, if any, is read relative to the file
+            model = onnx.load(path, load_external_data=False)
         except Exception:
             raise ort_error(InvalidProtobuf, f"Load model from {path} failed:Protobuf parsing "
                                              "failed.") from None
+        try:    # external data, if any, only from inside the model's folder (external_data.py)
+            return load_model(path) if _has_external_data(model) else model
+        except ModelError as exc:
+            raise ort_error(InvalidProtobuf, f"Load model from {path} failed:{exc}") from None
     if isinstance(path_or_bytes, bytes):
         try:
             model = onnx.ModelProto.FromString(path_or_bytes)
@@ -152,6 +158,11 @@ def load(path_or_bytes):
             raise ort_error(InvalidProtobuf, "Failed to load model because protobuf parsing failed.")
         return model
     raise TypeError(f"Unable to load from type '{type(path_or_bytes)}'")
+
+
+def _has_external_data(model):
+    from .external_data import external_tensors
+    return next(external_tensors(model), None) is not None
 
 
 def runnable_model(model, free_dims=None, initializers=None, override=(), scalars=False):
