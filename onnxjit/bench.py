@@ -120,11 +120,12 @@ def model_inputs(model, dims=None, seed=0):
         shape = [d if isinstance(d, int) else (dims or {}).get(d, 1) for d in (spec.dims or ())]
         dtype = spec.dtype or np.dtype(np.float32)
         if dtype.kind == "f":
-            feeds[spec.name] = rng.standard_normal(shape).astype(dtype)
+            value = rng.standard_normal(shape).astype(dtype)
         elif dtype == np.bool_:
-            feeds[spec.name] = rng.random(shape) < 0.5
+            value = rng.random(shape) < 0.5
         else:
-            feeds[spec.name] = rng.integers(0, 10, shape).astype(dtype)
+            value = rng.integers(0, 10, shape).astype(dtype)
+        feeds[spec.name] = np.asarray(value)     # a 0-d array, not a numpy scalar, for shape []
     return feeds
 
 

@@ -245,6 +245,281 @@ def gbm_regressor(rows=100, trees=200, depth=5, features=30):
     return _tree_model("gbm_regressor", node, features, rows, "y", [rows, 1])
 
 
+
+# -- model families beyond the classic suite (issue 20): RNNs, mobile CNNs, detectors, int8 -----
+def _bias(b, n, scale=0.01):
+    return b.const("bias", (b.rng.standard_normal(n) * scale).astype(np.float32))
+
+
+def _recurrent(op, seq=100, batch=1, inputs=64, hidden=128, layers=2):
+    """`layers` stacked LSTM/GRU nodes as torch.onnx exports nn.LSTM / nn.GRU (ONNX gate order,
+    one B of W and R biases, Squeeze of the direction axis between layers; GRU with
+    linear_before_reset=1). Output: the last layer's Y, (seq, batch, hidden)."""
+    gates = {"LSTM": 4, "GRU": 3}[op]
+    b = _Builder(op.lower())
+    h, n_in = "x", inputs
+    axes = b.const("axes", np.array([1], np.int64))
+    for _ in range(layers):
+        w = b.weight("W", (1, gates * hidden, n_in), 3 * hidden)
+        r = b.weight("R", (1, gates * hidden, hidden), 3 * hidden)
+        bias = _bias(b, (1, 2 * gates * hidden), 0.1)
+        attrs = {"hidden_size": hidden}
+        if op == "GRU":
+            attrs["linear_before_reset"] = 1
+        y = b.op(op, [h, w, r, bias], **attrs)        # Y: (seq, 1, batch, hidden)
+        h, n_in = b.op("Squeeze", [y, axes]), hidden
+    return b.model([_f32("x", [seq, batch, inputs])],
+                   [_output(b, h, "y", [seq, batch, hidden])])
+
+
+def lstm(seq=100, batch=1, inputs=64, hidden=128, layers=2):
+    """A 2-layer LSTM over 100 steps, batch 1, hidden 128 (torch.onnx's export of nn.LSTM)."""
+    return _recurrent("LSTM", seq, batch, inputs, hidden, layers)
+
+
+def gru(seq=100, batch=1, inputs=64, hidden=128, layers=2):
+    """A 2-layer GRU over 100 steps, batch 1, hidden 128 (torch.onnx's export of nn.GRU)."""
+    return _recurrent("GRU", seq, batch, inputs, hidden, layers)
+
+
+def _conv(b, x, c_in, c_out, k=1, stride=1, group=1, act=None):
+    """Conv (BatchNormalization folded into weights and bias, as exporters write it) + act."""
+    w = b.weight("conv_w", (c_out, c_in // group, k, k), c_in // group * k * k)
+    y = b.op("Conv", [x, w, _bias(b, c_out, 0.1)], kernel_shape=[k, k], strides=[stride, stride],
+             pads=[k // 2] * 4, group=group)
+    return _act(b, y, act)
+
+
+def _act(b, x, act):
+    if act == "relu6":
+        return b.op("Clip", [x, b.const("zero", _scalar(0.0)), b.const("six", _scalar(6.0))])
+    if act == "hswish":
+        return b.op("HardSwish", [x])
+    if act == "silu":       # torch.onnx: x * sigmoid(x)
+        return b.op("Mul", [x, b.op("Sigmoid", [x])])
+    if act == "relu":
+        return b.op("Relu", [x])
+    return x
+
+
+# MobileNetV2's inverted residual settings (expansion, channels, repeats, stride); the later
+# stages use HardSwish as MobileNetV3 does.
+_MOBILE_STAGES = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                  (6, 160, 3, 2), (6, 320, 1, 1))
+
+
+def mobilenet(size=224, width=1.0, stages=_MOBILE_STAGES, classes=1000, last=1280):
+    """A MobileNetV2/V3-style CNN: inverted residuals (1x1 expand, 3x3 depthwise, 1x1 project,
+    residual Add), ReLU6 (Clip) in the early stages and HardSwish in the late ones."""
+    b = _Builder("mobilenet")
+
+    def ch(c):
+        return max(8, int(c * width + 4) // 8 * 8)
+    c_in = ch(32)
+    h = _conv(b, "x", 3, c_in, 3, 2, act="hswish")
+    for i, (t, c, n, s) in enumerate(stages):
+        act, c_out = ("relu6" if i < len(stages) // 2 else "hswish"), ch(c)
+        for j in range(n):
+            stride, x = (s if j == 0 else 1), h
+            hidden = c_in * t
+            if t != 1:
+                h = _conv(b, h, c_in, hidden, 1, act=act)
+            h = _conv(b, h, hidden, hidden, 3, stride, group=hidden, act=act)
+            h = _conv(b, h, hidden, c_out, 1)
+            if stride == 1 and c_in == c_out:
+                h = b.op("Add", [h, x])
+            c_in = c_out
+    h = _conv(b, h, c_in, last, 1, act="hswish")
+    flat = b.op("Flatten", [b.op("GlobalAveragePool", [h])], axis=1)
+    w = b.weight("fc_w", (classes, last), last)
+    y = b.op("Gemm", [flat, w, _bias(b, classes)], transB=1)
+    return b.model([_f32("x", [1, 3, size, size])], [_output(b, y, "y", [1, classes])])
+
+
+def _c2f(b, x, c, n, shortcut=True):
+    """YOLOv8's C2f: 1x1 conv, Split in two, n bottlenecks on the second half (each one's output
+    kept), Concat of all, 1x1 conv."""
+    half = c // 2
+    y = _conv(b, x, c, c, 1, act="silu")
+    split = b.fresh("split")
+    parts = [split + "_a", split + "_b"]
+    b.nodes.append(helper.make_node("Split", [y, b.const("halves", np.array([half, half],
+                                                                              np.int64))],
+                                    parts, name=split + "_node", axis=1))
+    outs, h = list(parts), parts[1]
+    for _ in range(n):
+        z = _conv(b, _conv(b, h, half, half, 3, act="silu"), half, half, 3, act="silu")
+        h = b.op("Add", [h, z]) if shortcut else z
+        outs.append(h)
+    cat = b.op("Concat", outs, axis=1)
+    return _conv(b, cat, (2 + n) * half, c, 1, act="silu")
+
+
+def yolo_csp(size=320, widths=(16, 32, 64, 128, 256), depths=(1, 2, 2, 1), classes=80):
+    """A YOLOv8-style CSP stack: stride-2 Conv + SiLU stages with C2f blocks (Split/Concat), an
+    SPPF (MaxPool 5x5 thrice), a top-down neck (nearest Resize x2, Concat, C2f) and 1x1 heads at
+    strides 8, 16 and 32 (box 64 + class channels)."""
+    b = _Builder("yolo_csp")
+    h = _conv(b, "x", 3, widths[0], 3, 2, act="silu")
+    feats = []
+    for i, (c_in, c) in enumerate(zip(widths[:-1], widths[1:])):
+        h = _c2f(b, _conv(b, h, c_in, c, 3, 2, act="silu"), c, depths[i])
+        feats.append((h, c))
+    # SPPF
+    c = widths[-1]
+    h = _conv(b, h, c, c // 2, 1, act="silu")
+    pools = [h]
+    for _ in range(3):
+        pools.append(b.op("MaxPool", [pools[-1]], kernel_shape=[5, 5], pads=[2, 2, 2, 2]))
+    h = _conv(b, b.op("Concat", pools, axis=1), 2 * c, c, 1, act="silu")
+    # neck: top-down
+    scales = b.const("scales", np.array([1, 1, 2, 2], np.float32))
+    heads, c_top = [h], c
+    for f, cf in reversed(feats[1:-1]):
+        up = b.op("Resize", [heads[-1], "", scales], mode="nearest")
+        cat = b.op("Concat", [up, f], axis=1)
+        h = _conv(b, cat, c_top + cf, cf, 1, act="silu")
+        heads.append(_c2f(b, h, cf, 1, shortcut=False))
+        c_top = cf
+    outputs = []
+    for h, c in zip(heads, (widths[-1], *reversed(widths[2:-1]))):
+        y = _conv(b, _conv(b, h, c, c, 3, act="silu"), c, 64 + classes, 1)
+        outputs.append(y)
+    # one output: every head's predictions, flattened and concatenated (as YOLO's export does)
+    shape = b.const("flat_shape", np.array([1, 64 + classes, -1], np.int64))
+    flats = [b.op("Reshape", [y, shape]) for y in outputs]
+    y = b.op("Concat", flats, axis=2)
+    n = sum((size // s) ** 2 for s in (32, 16, 8)[:len(outputs)])
+    return b.model([_f32("x", [1, 3, size, size])], [_output(b, y, "y", [1, 64 + classes, n])])
+
+
+def seg_decoder(size=320, widths=(16, 32, 64, 128), fpn=64):
+    """A DBNet-style text-detection net: a stride-2 Conv + HardSwish encoder, an FPN (1x1
+    laterals, bilinear Resize x2 and Add top-down, each level resized to 1/4 and
+    concatenated), and the head: Conv 3x3 + Relu, then two ConvTranspose 2x2 stride 2 back to
+    full resolution, Sigmoid."""
+    b = _Builder("seg_decoder")
+    h, c_in, feats = "x", 3, []
+    for i, c in enumerate(widths):
+        h = _conv(b, h, c_in, c, 3, 2, act="hswish")
+        if i:
+            h = _conv(b, h, c, c, 3, 1, act="hswish")
+        feats.append((h, c))
+        c_in = c
+    feats = feats[1:]                               # strides 4, 8, 16
+    laterals = [_conv(b, f, c, fpn, 1) for f, c in feats]
+    up2 = b.const("up2", np.array([1, 1, 2, 2], np.float32))
+    top = laterals[-1]
+    merged = [top]
+    for lat in reversed(laterals[:-1]):
+        top = b.op("Add", [b.op("Resize", [top, "", up2], mode="linear"), lat])
+        merged.append(top)
+    merged = list(reversed(merged))                 # strides 4, 8, 16
+    quarter = size // 4
+    to_quarter = b.const("size", np.array([1, fpn // 4, quarter, quarter], np.int64))
+    outs = []
+    for m in merged:
+        m = _conv(b, m, fpn, fpn // 4, 3)
+        if m is not merged[0]:
+            m = b.op("Resize", [m, "", "", to_quarter], mode="linear")
+        outs.append(m)
+    h = b.op("Concat", outs, axis=1)
+    h = _conv(b, h, fpn // 4 * len(outs), fpn // 4, 3, act="relu")
+    w1 = b.weight("deconv_w", (fpn // 4, fpn // 4, 2, 2), fpn // 4 * 4)
+    h = b.op("Relu", [b.op("ConvTranspose", [h, w1, _bias(b, fpn // 4, 0.1)], kernel_shape=[2, 2],
+                           strides=[2, 2])])
+    w2 = b.weight("deconv_w", (fpn // 4, 1, 2, 2), fpn // 4 * 4)
+    y = b.op("Sigmoid", [b.op("ConvTranspose", [h, w2, _bias(b, 1, 0.1)], kernel_shape=[2, 2],
+                              strides=[2, 2])])
+    return b.model([_f32("x", [1, 3, size, size])], [_output(b, y, "y", [1, 1, size, size])])
+
+
+def _qdense(b, x, n_in, n_out):
+    """A dense layer as onnxruntime's quantize_dynamic writes it: DynamicQuantizeLinear of the
+    activations (uint8), MatMulInteger with int8 weights, Cast, Mul by both scales, Add bias."""
+    w = b.rng.standard_normal((n_in, n_out)) * math.sqrt(2.0 / n_in)
+    w_scale = np.float32(np.abs(w).max() / 127.0)
+    wq = b.const("w_q", np.clip(np.round(w / w_scale), -127, 127).astype(np.int8))
+    w_zp = b.const("w_zp", np.array(0, np.int8))
+    qname = b.fresh("dql")
+    q, scale, zp = qname + "_y", qname + "_scale", qname + "_zp"
+    b.nodes.append(helper.make_node("DynamicQuantizeLinear", [x], [q, scale, zp],
+                                    name=qname + "_node"))
+    acc = b.op("MatMulInteger", [q, wq, zp, w_zp])
+    s = b.op("Mul", [scale, b.const("w_scale", np.array(w_scale, np.float32))])
+    y = b.op("Mul", [b.op("Cast", [acc], to=TensorProto.FLOAT), s])
+    return b.op("Add", [y, _bias(b, n_out)])
+
+
+def int8_transformer(seq=128, d_model=256, heads=4, ffn=None):
+    """transformer_block with every weight MatMul dynamically quantized to int8 (the
+    attention products stay float), as onnxruntime.quantization.quantize_dynamic leaves it."""
+    if d_model % heads:
+        raise ValueError(f"d_model {d_model} is not divisible by heads {heads}")
+    ffn = ffn or 4 * d_model
+    dh = d_model // heads
+    b = _Builder("int8_transformer")
+    x = _layer_norm(b, "x", d_model)
+    split = b.const("split_shape", np.array([1, seq, heads, dh], dtype=np.int64))
+    q, k, v = (b.op("Reshape", [_qdense(b, x, d_model, d_model), split]) for _ in range(3))
+    q = b.op("Transpose", [q], perm=[0, 2, 1, 3])
+    k = b.op("Transpose", [k], perm=[0, 2, 3, 1])
+    v = b.op("Transpose", [v], perm=[0, 2, 1, 3])
+    scores = b.op("Mul", [b.op("MatMul", [q, k]), b.const("scale", _scalar(1.0 / math.sqrt(dh)))])
+    ctx = b.op("MatMul", [b.op("Softmax", [scores], axis=-1), v])
+    ctx = b.op("Transpose", [ctx], perm=[0, 2, 1, 3])
+    merged = b.op("Reshape", [ctx, b.const("merge_shape", np.array([1, seq, d_model], np.int64))])
+    h = b.op("Add", ["x", _qdense(b, merged, d_model, d_model)])
+    f = _qdense(b, _gelu(b, _qdense(b, _layer_norm(b, h, d_model), d_model, ffn)), ffn, d_model)
+    y = b.op("Add", [h, f])
+    shape = [1, seq, d_model]
+    return b.model([_f32("x", shape)], [_output(b, y, "y", shape)])
+
+
+def tiny_stateful(frame=128, hidden=64, blocks=8):
+    """A streaming model's step (~0.1 ms): a frame of features through `blocks` small residual
+    blocks (MatMul, Add, LayerNorm spelled out in ReduceMean/Sub/Mul/Sqrt/Div, Relu), an LSTM
+    cell (seq 1) with state inputs and outputs, and an If on a bool input choosing the head.
+    Inputs: x [1, frame], h [1, 1, hidden], c [1, 1, hidden], cond (bool scalar);
+    outputs y [1, 1], h_out, c_out."""
+    b = _Builder("tiny_stateful")
+    h = _dense(b, "x", frame, hidden)
+    axes = b.const("axes", np.array([-1], np.int64))
+    eps = b.const("eps", _scalar(1e-5))
+    for _ in range(blocks):
+        z = b.op("Relu", [_dense(b, h, hidden, hidden)])
+        z = _dense(b, z, hidden, hidden)
+        s = b.op("Add", [h, z])
+        mean = b.op("ReduceMean", [s, axes], keepdims=1)
+        d = b.op("Sub", [s, mean])
+        var = b.op("ReduceMean", [b.op("Mul", [d, d]), axes], keepdims=1)
+        h = b.op("Div", [d, b.op("Sqrt", [b.op("Add", [var, eps])])])
+    seq_x = b.op("Unsqueeze", [h, b.const("axis0", np.array([0], np.int64))])  # [1, 1, hidden]
+    w = b.weight("W", (1, 4 * hidden, hidden), hidden)
+    r = b.weight("R", (1, 4 * hidden, hidden), hidden)
+    bias = _bias(b, (1, 8 * hidden), 0.1)
+    name = b.fresh("lstm")
+    b.nodes.append(helper.make_node("LSTM", [seq_x, w, r, bias, "", "h", "c"],
+                                    [name + "_y", "h_out", "c_out"], name=name + "_node",
+                                    hidden_size=hidden))
+    feat = b.op("Reshape", ["h_out", b.const("flat", np.array([1, hidden], np.int64))])
+
+    def branch(tag):
+        sub = _Builder(f"{tag}_branch", seed=SEED + len(tag))
+        sub._count = b._count + 1000 * len(tag)
+        wb = sub.weight("head_w", (hidden, 1), hidden)
+        out = sub.op("Sigmoid", [sub.op("MatMul", [feat, wb])])
+        sub.nodes[-1].output[0] = f"{tag}_y"
+        return helper.make_graph(sub.nodes, f"{tag}_branch", [], [_f32(f"{tag}_y", [1, 1])],
+                                 initializer=sub.inits)
+    y = b.op("If", ["cond"], then_branch=branch("speech"), else_branch=branch("silence"))
+    outputs = [_output(b, y, "y", [1, 1]), _f32("h_out", [1, 1, hidden]),
+               _f32("c_out", [1, 1, hidden])]
+    inputs = [_f32("x", [1, frame]), _f32("h", [1, 1, hidden]), _f32("c", [1, 1, hidden]),
+              helper.make_tensor_value_info("cond", TensorProto.BOOL, [])]
+    return b.model(inputs, outputs)
+
+
 def light_models():
     """{name: path} of the light models (AlexNet, ResNet-50, ...) that ship inside the onnx package."""
     import onnx.backend.test
@@ -345,6 +620,10 @@ def light_model(name, weights="random"):
 BUILDERS = {"one_node": one_node, "elementwise_chain": elementwise_chain, "mlp": mlp,
             "transformer_block": transformer_block, "small_cnn": small_cnn,
             "forest_classifier": forest_classifier, "gbm_regressor": gbm_regressor}
+# the families of issue 20 (RNNs, mobile CNNs, detectors, a tiny stateful step, int8)
+BUILDERS.update({"lstm": lstm, "gru": gru, "tiny_stateful": tiny_stateful,
+                 "mobilenet": mobilenet, "yolo_csp": yolo_csp, "seg_decoder": seg_decoder,
+                 "int8_transformer": int8_transformer})
 
 
 def builtin_suite(weights="random"):
