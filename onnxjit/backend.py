@@ -111,7 +111,8 @@ class OnnxJitRep(BackendRep):
         # Compiled code is typed for writeable C arrays: others are copied (Numba types read-only
         # arrays apart, so a driver's segments would otherwise compile again for them).
         return [a if type(a) is np.ndarray and a.flags.c_contiguous and a.flags.writeable
-                else _as_array(a, s.name) for a, s in zip(inputs, self.inputs)]
+                and a.dtype.kind not in "US" else _as_array(a, s.name)
+                for a, s in zip(inputs, self.inputs)]
 
     def _from_dict(self, feeds):
         unknown = sorted(set(feeds) - set(self.input_names))
@@ -278,8 +279,11 @@ def _as_array(value, name):
         raise InputError(f"input {name!r}: expected a tensor (numpy array), got "
                          f"{type(value).__name__}")
     array = np.asarray(value)
-    if array.dtype == object:
-        raise InputError(f"input {name!r}: cannot use a {type(value).__name__} as a tensor")
+    if array.dtype.kind in "US":    # a string tensor, held as ONNX Runtime holds it
+        array = array.astype(str).astype(object)
+    elif array.dtype == object and not all(isinstance(s, str) for s in array.flat):
+        raise InputError(f"input {name!r}: cannot use a {type(value).__name__} as a tensor "
+                         "(an object array must hold strings)")
     return np.require(array, requirements=["C", "W"]) if array.ndim else array.copy()
 
 

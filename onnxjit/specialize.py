@@ -46,16 +46,36 @@ class Program:
     # ONNX output name -> Python function of the computed array giving what the caller gets
     # (ZipMap's list of dicts, string labels): see LoweringContext.python_output.
     edges: dict = field(default_factory=dict)
+    # Graph inputs Numba cannot hold (string tensors) are not arguments of the compiled code:
+    # each reader turns one into a numeric array in Python first (LoweringContext.python_input).
+    # graph_inputs: every graph input's Value, in order; input_edges: (index in graph_inputs,
+    # convert, the compiled input Value it makes), appended to `inputs` after the kept ones.
+    graph_inputs: list = field(default_factory=list)
+    input_edges: list = field(default_factory=list)
 
     def with_python_outputs(self, fn):
-        """`fn` (the compiled graph) with the edges' conversions applied to its outputs."""
-        convert = [self.edges.get(name) for name in self.output_names]
+        """`fn` (the compiled graph) taking the graph's inputs (each Python input conversion
+        applied first) and with the edges' conversions applied to its outputs."""
+        convert = [self.edges.get(id(v), (None, None))[1] for v in self.outputs]
+        if self.input_edges:
+            fn = self._with_python_inputs(fn)
         if not any(convert):
             return fn
 
         def run_with_python_outputs(*args):
             return tuple(o if c is None else c(o) for o, c in zip(fn(*args), convert))
         return run_with_python_outputs
+
+    def _with_python_inputs(self, fn):
+        n = len(self.graph_inputs)
+        kept = [i for i, v in enumerate(self.graph_inputs) if v.dtype != object]
+        edges = [(i, convert) for i, convert, _ in self.input_edges]
+
+        def run_with_python_inputs(*args):
+            graph_args = args[:n]
+            return fn(*[graph_args[i] for i in kept],
+                      *[convert(graph_args[i]) for i, convert in edges], *args[n:])
+        return run_with_python_inputs
 
 
 def broadcast_shapes(*shapes):
@@ -168,10 +188,23 @@ class LoweringContext:
     def python_output(self, value, convert, i=0):
         """`value` (the node's output i, computed as an array) reaches the caller as
         `convert(array)`, a Python step after the compiled graph (strings, maps, sequences
-        Numba cannot hold). Only a graph output read by no other node may be one."""
-        if self._out_name(i):
-            self.program.edges[self._out_name(i)] = convert
+        Numba cannot hold). Only a graph output (Identity passes it on) may hold it: a node
+        computing from it is refused. `value` must be a fresh Value of this node."""
+        self.program.edges[id(value)] = (value, convert)
         return value
+
+    def python_input(self, value, convert, shape, dtype, tag="codes"):
+        """A compiled input Value computed in Python, before the compiled graph, as
+        `convert(array)` of the graph input `value` (a string tensor Numba cannot hold):
+        e.g. the index of each string in a node's key table."""
+        if not any(value is v for v in self.program.graph_inputs):
+            self.fail(f"the string tensor {value.name!r} is computed inside the graph; onnxjit "
+                      "reads string tensors only where they are graph inputs")
+        index = next(i for i, v in enumerate(self.program.graph_inputs) if v is value)
+        out = Value(tuple(int(d) for d in shape), np.dtype(dtype),
+                    name=f"{value.name}_{tag}_{len(self.program.input_edges)}")
+        self.program.input_edges.append((index, convert, out))
+        return out
 
     def uses(self, value):
         """How many node inputs (and graph outputs) read `value`, under any of its names."""
@@ -263,11 +296,12 @@ def specialize(model: onnx.ModelProto, input_values, peepholes=True) -> Program:
     graph = model.graph
     model_opsets = {(e.domain or ""): e.version for e in model.opset_import}
     for v in input_values:
-        if v.dtype not in COMPILABLE_DTYPES:
+        if v.dtype not in COMPILABLE_DTYPES and v.dtype != object:
             raise LoweringError(f"input {v.name!r} has dtype {v.dtype}, which onnxjit cannot "
                                 "compile (it holds float16/32/64, bfloat16, int8-64, uint8-64 "
-                                "and bool)")
-    program = Program(list(input_values), [], [], [], _use_counts(graph), peepholes=peepholes)
+                                "and bool; strings through the ai.onnx.ml ops that read them)")
+    program = Program([v for v in input_values if v.dtype != object], [], [], [],
+                      _use_counts(graph), peepholes=peepholes, graph_inputs=list(input_values))
     env = {name: const_value(a, name) for name, a in initializers(graph).items()}
     env.update({v.name: v for v in input_values})
     walk(program, graph.node, env, model_opsets)
@@ -282,10 +316,16 @@ def specialize(model: onnx.ModelProto, input_values, peepholes=True) -> Program:
             raise ModelError(f"graph output {out.name!r} is produced by no node")
         program.outputs.append(env[out.name])
         program.output_names.append(out.name)
-    for name in program.edges:
-        if program.use_counts.get(name, 0) > program.output_names.count(name):
-            raise LoweringError(f"{name!r} (strings or a map, made after the compiled graph) "
-                                "is read by a node: only graph outputs may hold it")
+    program.inputs += [value for _, _, value in program.input_edges]
+    for step in program.steps:
+        for v in step.inputs:
+            if v is not None and id(v) in program.edges:
+                raise LoweringError(f"{v.name!r} (strings or a map, made after the compiled "
+                                    "graph) is read by a node: only graph outputs may hold it")
+    for v, name in zip(program.outputs, program.output_names):
+        if v.dtype == object and not v.is_const:
+            raise LoweringError(f"graph output {name!r} is a string input passed through: "
+                                "onnxjit does not return its graph's string inputs")
     return program
 
 

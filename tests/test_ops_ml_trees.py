@@ -333,13 +333,14 @@ def test_tree_ensemble_refuses_bad_feature_ids():
 
 
 def test_string_labels_feeding_another_node_are_refused():
-    """String labels exist only after the compiled graph: a node reading them is refused."""
+    """String labels exist only after the compiled graph: a node computing from them is
+    refused (Identity passes them on, as skl2onnx's graphs do: tests/test_ops_ml_sklearn.py)."""
     rng = np.random.default_rng(10)
     cols, leaves = random_trees(rng, 2, 3, 3)
     attrs = classifier_attrs(rng, 3, "all", False, cols, leaves)
     node = helper.make_node("TreeEnsembleClassifier", ["x"], ["label", "probs"],
                             domain="ai.onnx.ml", classlabels_strings=["a", "b", "c"], **attrs)
-    ident = helper.make_node("Identity", ["label"], ["label2"])
+    ident = helper.make_node("Cast", ["label"], ["label2"], to=TensorProto.INT64)
     graph = helper.make_graph([node, ident], "g", [helper.make_tensor_value_info(
         "x", TensorProto.FLOAT, [4, 3])], [helper.make_empty_tensor_value_info("label2")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
