@@ -50,4 +50,5 @@ def prepare_cuda(model, device="CUDA", **kwargs):
     if missing:
         names = ", ".join(f"{d}::{op} (opset {v})" for d, op, v in missing)
         raise UnsupportedOpError(f"the CUDA target cannot lower: {names}", missing)
-    return CudaRep(model, device, target, kwargs.get("max_signatures", 32))
+    return CudaRep(model, device, target, kwargs.get("max_signatures", 32),
+                   graphs=kwargs.get("cuda_graphs"), lazy=bool(kwargs.get("lazy", False)))

@@ -127,7 +127,23 @@ def bench_model(name, model, args, torch, compile_ok):
     ours = out.copy_to_host()
     row["onnxjit_ms"] = median_ms(lambda: rep.run(dev), rep.synchronize, args.repeat)
     row["onnxjit_host_ms"] = median_ms(lambda: rep.run(feeds), lambda: None, args.repeat)
-    row["launches"] = len(rep.compiled().launches)
+    exe = rep.compiled()
+    row["launches"] = len(exe.launches)
+    row["cuda_graph"] = exe.graph is not None
+    if exe.graph_error or exe.bind_errors:
+        row["graph_error"] = f"{exe.graph_error} {exe.bind_errors[:2]}"
+    # the same launches without the graph (bound kernels launched one by one)
+    plain = backend.prepare(model, args.device, cuda_graphs=False)
+    plain.run(dev)
+    plain.synchronize()
+    row["onnxjit_nograph_ms"] = median_ms(lambda: plain.run(dev), plain.synchronize, args.repeat)
+    # launch overhead: the host time of one run call (no synchronization), graph replayed
+    rep.synchronize()
+    t = time.perf_counter()
+    for _ in range(200):
+        rep.run(dev)
+    row["onnxjit_call_us"] = (time.perf_counter() - t) / 200 * 1e6
+    rep.synchronize()
     if torch is None:
         row["torch"] = "PyTorch is not installed"
         return row
@@ -159,7 +175,8 @@ def _fmt(v, digits=3):
 
 def format_row(r):
     return (f"{r['model']:<18} onnxjit {_fmt(r.get('onnxjit_ms'))} ms "
-            f"(host {_fmt(r.get('onnxjit_host_ms'))})"
+            f"(host {_fmt(r.get('onnxjit_host_ms'))}, no graph {_fmt(r.get('onnxjit_nograph_ms'))},"
+            f" call {_fmt(r.get('onnxjit_call_us'), 1)} us, graph {r.get('cuda_graph')})"
             f"  eager {_fmt(r.get('eager_ms'))}  compile {_fmt(r.get('compile_ms'))}"
             f"  {r.get('compile_error', '')}")
 
@@ -168,17 +185,20 @@ def format_table(rows, report):
     head = (f"onnxjit bench --device CUDA on {report['device']}, torch {report['torch']}; "
             "median ms of synchronized runs, device-resident inputs; "
             "ratio = onnxjit / torch (below 1: onnxjit faster)")
-    lines = [head, "| model | onnxjit ms | onnxjit host-io ms | torch eager ms | torch.compile ms "
-                   "| vs eager | vs compile | max abs diff | launches |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [head, "| model | onnxjit ms | no graph ms | run() call us | onnxjit host-io ms "
+                   "| torch eager ms | torch.compile ms | vs eager | vs compile | max abs diff "
+                   "| launches |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append("| " + " | ".join([
-            r["model"], _fmt(r.get("onnxjit_ms")), _fmt(r.get("onnxjit_host_ms")),
+            r["model"], _fmt(r.get("onnxjit_ms")), _fmt(r.get("onnxjit_nograph_ms")),
+            _fmt(r.get("onnxjit_call_us"), 1), _fmt(r.get("onnxjit_host_ms")),
             _fmt(r.get("eager_ms")), _fmt(r.get("compile_ms")) if "compile_ms" in r else "n/a",
             _fmt(r.get("eager_ratio"), 2), _fmt(r.get("compile_ratio"), 2),
             _fmt(r.get("max_abs_diff"), 6), str(r.get("launches", "-"))]) + " |")
     errors = [f"torch.compile {r['model']}: {r['compile_error']}" for r in rows
               if "compile_error" in r]
+    errors += [f"CUDA graph {r['model']}: {r['graph_error']}" for r in rows if "graph_error" in r]
     return "\n".join(lines + errors)
 
 

@@ -1,11 +1,19 @@
-"""Float GEMMs through CuPy (cuBLAS) on the rep's own buffers: zero-copy views of the flat
-device arrays (`__cuda_array_interface__`), run on the rep's stream. Chosen by the target
-(CudaTarget.cublas: CuPy importable, ONNXJIT_CUDA_CUBLAS not 0) for the batched GEMMs whose
-batches lie a constant stride apart and whose output is contiguous; alpha, beta and the bias
-then follow in kernels/gemm.epilogue. Never used under the simulator (no CuPy device there)."""
+"""Float GEMMs on cuBLAS (through CuPy's bindings) on the rep's own buffers, on the rep's stream.
+Chosen by the target (CudaTarget.cublas: CuPy importable, ONNXJIT_CUDA_CUBLAS not 0) for the
+batched GEMMs whose batches lie a constant stride apart and whose output is contiguous; alpha,
+beta and the bias then follow in kernels/gemm.epilogue. Never used under the simulator.
+
+The row-major product C (m, n) = A (m, k) @ B (k, n) is cuBLAS's column-major C^T = B^T A^T: one
+`gemmStridedBatched` by pointer, no temporaries, so a CUDA graph can capture it. Operands whose
+strides cuBLAS cannot express (neither dimension unit-stride) go through `cupy.matmul` on
+strided views instead, which may allocate: such executables are not captured.
+"""
 from __future__ import annotations
 
 import numpy as np
+
+OP_N, OP_T = 0, 1
+_SCALARS = {np.dtype(t): (np.ones(1, t), np.zeros(1, t)) for t in (np.float32, np.float64)}
 
 
 def _uniform(offsets):
@@ -17,12 +25,25 @@ def _uniform(offsets):
     return int(steps[0]) if (steps == steps[0]).all() else None
 
 
+def operand(p, q, sr, sc):
+    """(op, ld) for cuBLAS of a p x q matrix P whose P[r, c] lies at r*sr + c*sc, or None."""
+    if sr == 1 or p == 1:
+        ld = sc if q > 1 else max(p, 1)
+        if ld >= max(p, 1):
+            return OP_N, ld
+    if sc == 1 or q == 1:
+        ld = sr if p > 1 else max(q, 1)
+        if ld >= max(q, 1):
+            return OP_T, ld
+    return None
+
+
 def launch(step, a, b, bias, out, target):
     """The cuBLAS launches of a "gemm" step, or None when it stays on the tiled kernel."""
     from .launch import Buf, Const, Launch, _grid_stride
     from .kernels import gemm as kgemm
     m = step.meta
-    if np.dtype(a.dtype) not in (np.float32, np.float64) or m["k"] == 0:
+    if np.dtype(a.dtype) not in _SCALARS or m["k"] == 0:
         return None
     strides = [_uniform(m[key]) for key in ("aoff", "boff", "coff")]
     sam, sak, sbk, sbn, scm = m["strides"]
@@ -30,9 +51,17 @@ def launch(step, a, b, bias, out, target):
             m["batch"] > 1 and strides[2] != m["m"] * m["n"]):
         return None
     offsets = (int(m["aoff"][0]), int(m["boff"][0]))
-    args = [Buf(a), Buf(b), Buf(out), m["m"], m["n"], m["k"], m["batch"], *offsets, *strides[:2],
-            sam, sak, sbk, sbn]
-    launches = [Launch("cublas", matmul, (), (), args, [a, b], [out], host=True)]
+    x = operand(m["n"], m["k"], sbn, sbk)      # B^T (n x k)
+    y = operand(m["k"], m["m"], sak, sam)      # A^T (k x m)
+    if x is not None and y is not None:
+        args = [Buf(b), Buf(a), Buf(out), *x, *y, m["n"], m["m"], m["k"], m["batch"],
+                offsets[1], offsets[0], *strides[1::-1], target.index]
+        fn = gemm
+    else:
+        args = [Buf(a), Buf(b), Buf(out), m["m"], m["n"], m["k"], m["batch"], *offsets,
+                *strides[:2], sam, sak, sbk, sbn]
+        fn = matmul
+    launches = [Launch("cublas", fn, (), (), args, [a, b], [out], host=True)]
     if m["has_bias"] or m["alpha"] != 1:
         total = m["batch"] * m["m"] * m["n"]
         args = [Buf(out), Buf(bias), total, m["m"], m["n"], m["batch"], Const(m["biasoff"]),
@@ -42,12 +71,35 @@ def launch(step, a, b, bias, out, target):
     return launches
 
 
+def _ptr(x):
+    return x.device_ctypes_pointer.value
+
+
+def gemm(stream, x, y, c, opx, ldx, opy, ldy, n, m, k, batch, x0, y0, sx, sy, device):
+    """C^T (n x m per batch, ld n) = op(X) (n x k) @ op(Y) (k x m): X, Y flat device arrays at
+    element offsets x0, y0 and batch strides sx, sy; on `stream` (capturable)."""
+    import cupy as cp
+    from cupy_backends.cuda.libs import cublas
+    item = c.dtype.itemsize
+    one, zero = _SCALARS[np.dtype(c.dtype)]
+    fn = cublas.sgemmStridedBatched if c.dtype == np.float32 else cublas.dgemmStridedBatched
+    with cp.cuda.Device(device), cp.cuda.ExternalStream(int(stream.handle)):
+        handle = cp.cuda.device.get_cublas_handle()
+        cublas.setPointerMode(handle, 0)   # CUBLAS_POINTER_MODE_HOST
+        cublas.setStream(handle, int(stream.handle))
+        fn(handle, opx, opy, n, m, k, one.ctypes.data, _ptr(x) + x0 * item, ldx, sx,
+           _ptr(y) + y0 * item, ldy, sy, zero.ctypes.data, _ptr(c), n, n * m, batch)
+
+
+gemm.capturable = True
+
+
 def matmul(stream, a, b, c, m, n, k, batch, a0, b0, sa, sb, sam, sak, sbk, sbn):
     """c (batch, m, n) = a (batch, m, k) @ b (batch, k, n), views at the given element offsets
-    and strides, on `stream`."""
+    and strides, on `stream` (cupy.matmul: may copy operands, so never captured)."""
     import cupy as cp
     from cupy.lib.stride_tricks import as_strided
-    with cp.cuda.ExternalStream(int(stream)):
+    with cp.cuda.ExternalStream(int(stream.handle)):
         # Views unbound from any stream: CuPy would synchronize on a bound array's stream
         # (__cuda_array_interface__ v3), and this already runs in stream order.
         A, B, C = (cp.asarray(x.bind(0) if hasattr(x, "bind") else x) for x in (a, b, c))
@@ -56,3 +108,6 @@ def matmul(stream, a, b, c, m, n, k, batch, a0, b0, sa, sb, sam, sak, sbk, sbn):
         B3 = as_strided(B[b0:], (batch, k, n), (sb * item, sbk * item, sbn * item))
         C3 = C[:batch * m * n].reshape(batch, m, n)
         cp.matmul(A3, B3, out=C3)
+
+
+matmul.capturable = False

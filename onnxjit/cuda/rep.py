@@ -1,6 +1,7 @@
 """The CUDA BackendRep: executables keyed by input signature, host or device inputs."""
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -13,27 +14,29 @@ from ..ir import Value, input_specs
 from ..plan import plan
 from . import launch as _launch
 from .lower import specialize_cuda
-from .runtime import (Executable, check_errors, device_inputs, device_outputs, host_inputs,
-                      host_outputs)
-from .target import as_device_array, is_device_array
+from .runtime import Executable, check_errors, describe
+from .target import is_device_array
 
 
 class CudaRep(BackendRep):
     """A model prepared for a CUDA device.
 
-    `run(inputs)`: numpy inputs are copied in and the outputs come back as numpy arrays; when
-    any input is a device array (`__cuda_array_interface__`: Numba, CuPy, PyTorch), inputs are
-    used in place and the outputs are device arrays on `self.stream` (see cuda/runtime.py for
-    the synchronization rules).
+    `run(inputs)`: numpy inputs are copied in and the outputs come back as fresh numpy arrays;
+    when any input is a device array (`__cuda_array_interface__`: Numba, CuPy, PyTorch), the
+    outputs are device arrays on `self.stream`, views of the signature's output buffers that
+    the next run overwrites (see cuda/runtime.py for the synchronization rules).
     """
 
-    def __init__(self, model, device, target, max_signatures=32):
+    def __init__(self, model, device, target, max_signatures=32, graphs=None, lazy=False):
         from numba import cuda
         self.model, self.device, self.target = model, device, target
         self.max_signatures = max_signatures
+        self.graphs = (os.environ.get("ONNXJIT_CUDA_GRAPHS", "1") != "0" if graphs is None
+                       else bool(graphs))
         with cuda.gpus[target.index]:
             self.stream = cuda.stream()
             self._error_flag = cuda.to_device(np.zeros(1, np.int32))
+            self._ctx, self._get_ctx = _context_probe(target)
         inits = {t.name for t in model.graph.initializer}
         self.inputs = input_specs(model.graph, inits)
         self.input_names = [s.name for s in self.inputs]
@@ -45,39 +48,52 @@ class CudaRep(BackendRep):
         self._value_inputs = []   # inputs whose contents are part of the signature (shapes ...)
         self.hits = self.misses = 0
         self.compile_seconds = 0.0
-        if all(s.is_static() and s.dtype is not None for s in self.inputs):
+        if not lazy and all(s.is_static() and s.dtype is not None for s in self.inputs):
             with cuda.gpus[target.index]:
                 self._compile(tuple((tuple(s.dims), np.dtype(s.dtype)) for s in self.inputs))
 
     # -- running -----------------------------------------------------------------------------------
     def run(self, inputs, **kwargs):
-        from numba import cuda
         arrays = self._arrays(inputs)
-        device_mode = any(is_device_array(a) for a in arrays)
-        if device_mode:
-            arrays = [as_device_array(a) if is_device_array(a)
-                      else cuda.to_device(np.ascontiguousarray(a), stream=self.stream)
-                      for a in arrays]
-        with self._lock, cuda.gpus[self.target.index]:
-            key = self._key(arrays)
+        key, device_mode = self._key(arrays)
+        with self._lock:
             exe = self._cache.get(key)
-            if exe is None:
-                self._check(arrays)
-                exe = self._compile(key, arrays)
-            else:
-                self.hits += 1
-                self._cache.move_to_end(key)
-            if device_mode:
-                outs = device_outputs(exe, exe.run(device_inputs(exe, arrays), True))
-                self._pending_check = exe if exe.checks_bounds else None
-            else:
-                outs = host_outputs(exe, exe.run(host_inputs(exe, arrays), False))
-        return self._outputs(*outs)
+            if exe is not None and self._ctx is not None and int(self._get_ctx()[1]) == self._ctx:
+                return self._run(exe, key, arrays, device_mode)
+            from numba import cuda
+            with cuda.gpus[self.target.index]:
+                return self._run(exe, key, arrays, device_mode)
+
+    def _run(self, exe, key, arrays, device_mode):
+        if exe is None:
+            self._check(key)
+            exe = self._compile(key, arrays)
+        else:
+            self.hits += 1
+            self._cache.move_to_end(key)
+        if device_mode:
+            exe.fill_device(arrays)
+            exe.launch()
+            self._pending_check = exe if exe.checks_bounds else None
+            return exe.results
+        exe.fill_host(arrays)
+        exe.launch()
+        return self._outputs(*exe.read_host())
 
     def _key(self, arrays):
-        """(shape, dtype) per input, then the contents of inputs used as shapes or axes."""
-        key = tuple((tuple(a.shape), np.dtype(a.dtype)) for a in arrays)
-        return key + tuple(_host(arrays[i]).tobytes() for i in self._value_inputs)
+        """((shape, dtype) per input, then the contents of inputs used as shapes or axes),
+        and whether any input is a device array."""
+        key, device_mode = [], False
+        for a in arrays:
+            if type(a) is np.ndarray:
+                key.append((a.shape, a.dtype))
+            else:
+                key.append(describe(a))
+                device_mode = True
+        key = tuple(key)
+        if self._value_inputs:
+            key += tuple(_host(arrays[i]).tobytes() for i in self._value_inputs)
+        return key, device_mode
 
     def synchronize(self):
         """Wait for every launch of this rep; raise if a Gather met an index out of range."""
@@ -101,13 +117,14 @@ class CudaRep(BackendRep):
             raise InputError(f"the model takes {len(self.inputs)} input(s) {self.input_names}, "
                              f"got {len(inputs)}")
         from ..backend import _as_array
-        return [a if is_device_array(a) else _as_array(a, s.name)
+        return [a if type(a) is np.ndarray or is_device_array(a) else _as_array(a, s.name)
                 for a, s in zip(inputs, self.inputs)]
 
-    def _check(self, arrays):
+    def _check(self, key):
+        from types import SimpleNamespace
         from ..backend import _check_input
-        for a, spec in zip(arrays, self.inputs):
-            _check_input(a, spec)
+        for (shape, dtype), spec in zip(key, self.inputs):
+            _check_input(SimpleNamespace(shape=shape, dtype=dtype, ndim=len(shape)), spec)
 
     def _compile(self, key, arrays=None):
         """Compile for `key`; with `arrays` (None at prepare), inputs used as shapes or axes are
@@ -127,10 +144,12 @@ class CudaRep(BackendRep):
                 self._value_inputs.append(index)
                 if arrays is None:
                     return None
-                key = self._key(arrays)
+                key = self._key(arrays)[0]
         kernels = plan(program)
         launches, aliases = _launch.build(kernels, self.target)
-        exe = Executable(program, launches, aliases, self.target, self.stream, self._error_flag)
+        exe = Executable(program, launches, aliases, self.target, self.stream, self._error_flag,
+                         self.graphs)
+        exe.results = self._outputs(*exe.out_views)
         exe.kernels = kernels
         exe.signature = tuple((s.name, shape, dtype) for s, (shape, dtype) in zip(self.inputs, key))
         exe.compile_seconds = time.perf_counter() - start
@@ -172,7 +191,8 @@ class CudaRep(BackendRep):
         return {"signatures": len(self._cache), "max_signatures": self.max_signatures,
                 "hits": self.hits, "misses": self.misses,
                 "compile_seconds": round(self.compile_seconds, 3), "tier": "compiled",
-                "device": self.device, "simulator": self.target.simulated}
+                "device": self.device, "simulator": self.target.simulated,
+                "cuda_graphs": [exe.graph is not None for exe in self._cache.values()]}
 
     @property
     def tier(self):
@@ -194,6 +214,44 @@ class CudaRep(BackendRep):
                 f"signature(s), {self.hits} hits, {self.misses} misses>")
 
 
+    # -- pickling: a prepared model is data (model bytes + options) --------------------------------
+    def __getstate__(self):
+        """What a copy is rebuilt from: device buffers, kernels and graphs stay behind."""
+        return {"model": self.model.SerializeToString(), "device": self.device,
+                "max_signatures": self.max_signatures, "graphs": self.graphs}
+
+    def __reduce__(self):
+        # The copy compiles on its first run (kernels load from Numba's disk cache).
+        return _unpickle_cuda_rep, (self.__getstate__(),)
+
+
+def _unpickle_cuda_rep(state):
+    import onnx
+    from . import prepare_cuda
+    return prepare_cuda(onnx.ModelProto.FromString(state["model"]), state["device"],
+                        max_signatures=state["max_signatures"], cuda_graphs=state["graphs"],
+                        lazy=True)
+
+
+def _context_probe(target):
+    """(handle of the current CUDA context, a function returning the current one) on a GPU,
+    so runs skip entering the device when its context is current already; (None, None)
+    under the simulator."""
+    if target.simulated:
+        return None, None
+    try:
+        from cuda.bindings.driver import cuCtxGetCurrent
+        from numba import cuda
+        return int(cuda.current_context().handle), cuCtxGetCurrent
+    except Exception:
+        return None, None
+
+
 def _host(array):
     """A numpy copy of a (small) host or device array: inputs used as shapes or axes."""
-    return np.asarray(array.copy_to_host() if is_device_array(array) else array)
+    if type(array) is np.ndarray or not is_device_array(array):
+        return np.asarray(array)
+    if not hasattr(array, "copy_to_host"):
+        from numba import cuda
+        array = cuda.as_cuda_array(array)
+    return array.copy_to_host()

@@ -4,6 +4,7 @@ import onnx
 import pytest
 from numba import cuda
 from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
 
 import onnxjit.backend as backend
 from onnxjit.errors import InputError, UnsupportedOpError
@@ -47,11 +48,43 @@ def test_device_arrays_in_device_arrays_out():
     assert y.shape == (2, 3) and y.dtype == np.float32
     rep.synchronize()
     np.testing.assert_allclose(y.copy_to_host(), a + b)
-    # chained: a device output is the next run's device input, no host round trip
+    kept = y.copy_to_host()
+    # chained: a device output is the next run's device input, no host round trip (inputs are
+    # copied into the rep's staging buffers before the launches)
     z = rep.run({"a": y, "b": cuda.to_device(b)})[0]
     np.testing.assert_allclose(z.copy_to_host(), a + 2 * b, rtol=1e-6)
-    # each device run hands out fresh arrays: the first result is intact
+    # device outputs are views of the signature's output buffer, overwritten by the next run
+    # (README: copy to keep); nothing is allocated per run
+    assert z is y
+    np.testing.assert_allclose(y.copy_to_host(), a + 2 * b, rtol=1e-6)
+    np.testing.assert_allclose(kept, a + b)
+
+
+def test_mixed_host_and_device_inputs():
+    a, b = rand((2, 3)), rand((3,), seed=1)
+    rep = backend.prepare(add_model(), "CUDA")
+    y = rep.run([a, cuda.to_device(b)])[0]           # any device input: a device run
+    assert not isinstance(y, np.ndarray)
     np.testing.assert_allclose(y.copy_to_host(), a + b)
+    np.testing.assert_allclose(rep.run([a, b])[0], a + b)   # numpy run, fresh numpy outputs
+    first = rep.run([a, b])[0]
+    second = rep.run([a * 2, b])[0]
+    np.testing.assert_allclose(first, a + b)
+    np.testing.assert_allclose(second, 2 * a + b)
+
+
+def test_pickled_rep_rebuilds_and_runs():
+    import pickle
+    model = node_model("Softmax", {"x": rand((2, 5))}, axis=1)
+    rep = backend.prepare(model, "CUDA")
+    copy = pickle.loads(pickle.dumps(rep))
+    assert copy is not rep and copy.device == rep.device and copy.cache_info()["signatures"] == 0
+    x = rand((2, 5), seed=3)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(copy.run([x])[0], want, rtol=1e-5, atol=1e-6)
+    assert copy.cache_info()["signatures"] == 1      # compiled lazily, at its first run
+    np.testing.assert_allclose(pickle.loads(pickle.dumps(copy)).run([x])[0], want, rtol=1e-5,
+                               atol=1e-6)
 
 
 def test_device_float16_edges():
