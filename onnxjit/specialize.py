@@ -43,8 +43,8 @@ class Program:
     use_counts: dict = field(default_factory=dict)   # ONNX name -> readers (+1 if graph output)
     names_of: dict = field(default_factory=dict)     # id(Value) -> ONNX names bound to it
     peepholes: bool = True   # rewrites across nodes (BatchNormalization into Conv, ...) apply
-    # ONNX output name -> Python function of the computed array giving what the caller gets
-    # (ZipMap's list of dicts, string labels): see LoweringContext.python_output.
+    # id(Value) -> (Value, Python function of its computed array giving what the caller gets:
+    # ZipMap's list of dicts, string labels): see LoweringContext.python_output.
     edges: dict = field(default_factory=dict)
     # Graph inputs Numba cannot hold (string tensors) are not arguments of the compiled code:
     # each reader turns one into a numeric array in Python first (LoweringContext.python_input).
