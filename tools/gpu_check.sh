@@ -47,7 +47,8 @@ fi
 if want tests; then
   log "CUDA tests"     # each kernel compiles once here (numba-cuda, NVVM)
   timeout "${TESTS_TIMEOUT:-130}" python -m pytest tests/cuda/test_cuda_ops.py \
-      tests/cuda/test_cuda_models.py tests/cuda/test_cuda_device.py -q -p no:cacheprovider \
+      tests/cuda/test_cuda_models.py tests/cuda/test_cuda_device.py \
+      tests/cuda/test_cuda_cublas_layout.py -q -p no:cacheprovider \
       -W ignore::RuntimeWarning --durations=5 > "$OUT/pytest_cuda.txt" 2>&1
   echo "pytest exit status $? (124: timed out)" >> "$OUT/pytest_cuda.txt"
   grep -E "passed|failed|FAILED|Error|exit status" "$OUT/pytest_cuda.txt" | tail -25 \

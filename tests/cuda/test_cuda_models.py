@@ -73,3 +73,32 @@ def test_signatures_for_symbolic_dims():
         e = np.exp(x - x.max(-1, keepdims=True))
         np.testing.assert_allclose(rep.run([x])[0], e / e.sum(-1, keepdims=True), rtol=1e-5)
     assert rep.cache_info()["signatures"] == 2
+
+
+@pytest.mark.parametrize("name", ["mlp", "transformer_block", "small_cnn"])
+def test_replayed_runs_agree_with_reference(name, simulated):
+    """Runs after the first replay the bound sequence (a CUDA graph on a GPU, the bound launches
+    under the simulator or with cuda_graphs=False): new inputs each time, numpy and device."""
+    from numba import cuda
+    from onnx.reference import ReferenceEvaluator
+    from cuda_harness import assert_close
+    model = SMALL[name]()
+    ref = ReferenceEvaluator(model)
+    for graphs in (True, False):
+        rep = backend.prepare(model, "CUDA", cuda_graphs=graphs)
+        for seed in range(4):
+            x = feeds(model, seed)
+            want = ref.run(None, x)
+            if seed % 2:
+                got = [y.copy_to_host() for y in
+                       rep.run({k: cuda.to_device(v) for k, v in x.items()})]
+            else:
+                got = rep.run(x)
+            for g, w in zip(got, want):
+                assert_close(g, w, f"{name} run {seed} graphs={graphs}")
+        exe = rep.compiled()
+        if graphs and not simulated:
+            assert exe.graph is not None, exe.graph_error
+            assert not exe.bind_errors, exe.bind_errors
+        else:
+            assert exe.graph is None
