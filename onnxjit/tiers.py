@@ -41,8 +41,10 @@ def reference_runner(model):
     outputs in graph order) that runs `model` on onnx's ReferenceEvaluator."""
     from onnx.reference import ReferenceEvaluator
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 21)
+    from .ops.ml import reference_ops
     evaluator = ReferenceEvaluator(model, new_ops=[_inference_batch_norm(), _lrn(),
-                                                   *_coerced_softmaxes(opset), *_pools()])
+                                                   *_coerced_softmaxes(opset), *_pools(),
+                                                   *reference_ops()])
     names = [i.name for i in model.graph.input
              if i.name not in {t.name for t in model.graph.initializer}]
     lock = threading.Lock()    # the evaluator keeps per-run state
@@ -50,8 +52,17 @@ def reference_runner(model):
     def run_reference(*arrays):
         with lock:
             outs = evaluator.run(None, dict(zip(names, arrays)))
-        return tuple(np.asarray(o) for o in outs)
+        return tuple(_as_output(o) for o in outs)
     return run_reference
+
+
+def _as_output(o):
+    """An evaluator's output as the compiled code gives it: ZipMap's list of dicts as it is,
+    strings in an object array (as ORT returns them)."""
+    if isinstance(o, list):
+        return o
+    o = np.asarray(o)
+    return o.astype(object) if o.dtype.kind in "US" else o
 
 
 def _inference_batch_norm():

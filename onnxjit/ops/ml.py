@@ -477,3 +477,70 @@ def OneHotEncoder(ctx, x, cats_int64s=None, cats_strings=None, zeros=1):
     z = ctx.call(f"__k_ml.one_hot_codes({{0}}, {ctx.lit(k)}, {ctx.lit(int(bool(zeros)))})",
                  codes, shape=(codes.size, k), dtype=np.float32)
     return reshape(ctx, z, tuple(x.shape) + (k,))
+
+
+def reference_ops():
+    """ZipMap and CategoryMapper for onnx's ReferenceEvaluator (it has neither), and its
+    SVMClassifier and Normalizer mended to agree with ORT (onnx 1.23 couples pairwise SVM
+    probabilities with a dot product where libsvm multiplies elements, and divides by the
+    largest magnitude for Normalizer MAX): what the reference tier (tiers.py) runs while the
+    compiled code builds."""
+    from onnx.reference.op_run import OpRun
+    from onnx.reference.ops.aionnxml import op_normalizer, op_svm_classifier
+
+    class SVMClassifier(op_svm_classifier.SVMClassifier):
+        op_domain = ML
+
+        def _probabilities(self, scores, class_count_):
+            k = class_count_
+            r = np.zeros((k, k), np.float32)
+            index = 0
+            for i in range(k):
+                for j in range(i + 1, k):
+                    v = op_svm_classifier.sigmoid_probability(
+                        scores[index], self._svm.atts.prob_a[index],
+                        self._svm.atts.prob_b[index])
+                    v = min(max(v, 1.0e-7), 1 - 1.0e-7)
+                    r[i, j], r[j, i] = v, 1 - v
+                    index += 1
+            from ..kernels.ml import _multiclass_probability
+            p = np.empty(k, np.float32)
+            _multiclass_probability.py_func(k, r, p)
+            return p
+
+    class Normalizer(op_normalizer.Normalizer):
+        op_domain = ML
+
+        def _run(self, x, norm=None):
+            if norm != "MAX":
+                return super()._run(x, norm)
+            rows = x.reshape(1, -1) if x.ndim == 1 else x
+            div = rows.max(axis=1, keepdims=True).astype(np.float32)
+            y = np.where(div != 0, rows / np.where(div != 0, div, 1), rows)
+            return (y.astype(np.float32).reshape(x.shape),)
+
+    class ZipMap(OpRun):
+        op_domain = ML
+
+        def _run(self, x, classlabels_int64s=None, classlabels_strings=None):
+            keys = [str(k) for k in classlabels_strings] if classlabels_strings else \
+                [int(k) for k in classlabels_int64s]
+            return ([dict(zip(keys, row)) for row in
+                     np.asarray(x, np.float32).reshape(-1, len(keys)).tolist()],)
+
+    class CategoryMapper(OpRun):
+        op_domain = ML
+
+        def _run(self, x, cats_int64s=None, cats_strings=None, default_int64=None,
+                 default_string=None):
+            ints, strings = [int(i) for i in cats_int64s], [str(s) for s in cats_strings]
+            if x.dtype == object or x.dtype.kind in "US":
+                table = dict(zip(strings, ints))
+                d = -1 if default_int64 is None else default_int64
+                return (np.array([table.get(s, d) for s in x.ravel()],
+                                 np.int64).reshape(x.shape),)
+            table = dict(zip(ints, strings))
+            d = "_Unused" if default_string is None else default_string
+            return (np.array([table.get(int(v), d) for v in x.ravel()],
+                             dtype=object).reshape(x.shape),)
+    return [ZipMap, CategoryMapper, SVMClassifier, Normalizer]
