@@ -15,6 +15,7 @@ from .errors import InputError, ModelError, NeedsInputValue, UnsupportedOpError
 from .ir import input_specs, load_model
 from .pipeline import OPTIMIZE, compile_model, unsupported_ops
 from .tiers import COMPILED, BackgroundCompile, tiered_default
+from .validate import _current_limit as element_limit, check_model
 
 DEFAULT_MAX_SIGNATURES = 32
 
@@ -23,8 +24,9 @@ class OnnxJitRep(BackendRep):
     """A prepared model: compiled entries keyed by input signature (shapes and dtypes)."""
 
     def __init__(self, model, device="CPU", max_signatures=DEFAULT_MAX_SIGNATURES, profile=False,
-                 tiered=None, progress=None, lazy=False, optimize="all"):
+                 tiered=None, progress=None, lazy=False, optimize="all", max_elements=None):
         self.model = model
+        self.max_elements = max_elements   # validate.py's element limit (None: the environment's)
         self.profiling = profile
         if optimize not in OPTIMIZE:
             raise ValueError(f"optimize={optimize!r}: expected one of {sorted(OPTIMIZE)}")
@@ -140,6 +142,7 @@ class OnnxJitRep(BackendRep):
         label = self.model.graph.name or "model"
         while True:
             values = {self.input_names[i]: arrays[i] for i in self._value_inputs} if arrays else {}
+            limit = element_limit.set(self.max_elements)
             try:
                 compiled = compile_model(self.model, signature, label, self.profiling, values,
                                          cached_only=self.tiered, progress=self.progress,
@@ -152,6 +155,8 @@ class OnnxJitRep(BackendRep):
                 self._value_inputs.append(index)
                 if arrays is None:
                     return None
+            finally:
+                element_limit.reset(limit)
         key = tuple((tuple(shape), np.dtype(dtype)) for _, shape, dtype in signature)
         if arrays is not None:
             key += tuple(arrays[i].tobytes() for i in self._value_inputs)
@@ -255,7 +260,8 @@ class OnnxJitRep(BackendRep):
         callback too: it belongs to this process)."""
         return {"model": self.model.SerializeToString(), "device": self.device,
                 "max_signatures": self.max_signatures, "profile": self.profiling,
-                "tiered": self.tiered, "optimize": self.optimize}
+                "tiered": self.tiered, "optimize": self.optimize,
+                "max_elements": self.max_elements}
 
     def __reduce__(self):
         # The copy compiles on its first run, loading machine code from the disk cache.
@@ -265,7 +271,8 @@ class OnnxJitRep(BackendRep):
 def _unpickle_rep(state):
     return OnnxJitRep(onnx.ModelProto.FromString(state["model"]), state["device"],
                       state["max_signatures"], state["profile"], state["tiered"], lazy=True,
-                      optimize=state.get("optimize", "all"))
+                      optimize=state.get("optimize", "all"),
+                      max_elements=state.get("max_elements"))
 
 
 # What the hot path keys on: exact class (ndarray, not a subclass or numpy scalar), shape, dtype,
@@ -314,10 +321,12 @@ class OnnxJitBackend(Backend):
         if missing:
             names = ", ".join(f"{d}::{op} (opset {v})" for d, op, v in missing)
             raise UnsupportedOpError(f"onnxjit cannot lower: {names}", missing)
+        check_model(model, kwargs.get("max_elements"), kwargs.get("max_nesting"))   # validate.py
         return OnnxJitRep(model, device, kwargs.get("max_signatures", DEFAULT_MAX_SIGNATURES),
                           profile=bool(kwargs.get("profile", False)),
                           tiered=kwargs.get("tiered"), progress=kwargs.get("progress"),
-                          optimize=kwargs.get("optimize", "all"))
+                          optimize=kwargs.get("optimize", "all"),
+                          max_elements=kwargs.get("max_elements"))
 
     @classmethod
     def run_model(cls, model, inputs, device="CPU", **kwargs):

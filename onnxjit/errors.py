@@ -39,3 +39,7 @@ class NeedsInputValue(OnnxJitError):
 
 class DeviceError(OnnxJitError, ValueError):
     """A device that cannot be used here (a CUDA device without numba.cuda, GPU or ordinal)."""
+
+
+class LimitError(ModelError):
+    """A tensor or subgraph nesting over a resource limit (validate.py: max_elements, max_nesting)."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from . import registry
+from . import registry, validate
 from .errors import LoweringError, ModelError, NeedsInputValue, UnsupportedOpError
 from .ir import COMPILABLE_DTYPES, Value, attributes, const_value, initializers
 from .source import dtype_src, lit, scalar_lit
@@ -233,6 +233,7 @@ def lower_node(program, node, inputs, opset, model_opsets, env=None):
     """The node's output Values: folded when its inputs are constant, else lowered."""
     attrs = attributes(node)
     if all(v is None or v.is_const for v in inputs) and node.op_type not in NONDETERMINISTIC:
+        validate.check_fold(node, inputs, model_opsets)     # before it allocates (size limit)
         folded = fold_node(node, inputs, model_opsets)
         if folded is not None:
             return folded
@@ -335,6 +336,7 @@ def walk(program, nodes, env, model_opsets):
         opset = model_opsets.get(node.domain or "", model_opsets.get("ai.onnx"))
         inputs = [_resolve(env, name, node) for name in node.input]
         outs = lower_node(program, node, inputs, opset, model_opsets, env)
+        validate.check_outputs(node, outs)
         for name, value in zip(node.output, outs):
             if name:
                 env[name] = value
