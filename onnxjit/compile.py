@@ -10,6 +10,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 
 import numba
 import numpy as np
@@ -19,19 +20,48 @@ from numba.core.compiler_lock import global_compiler_lock
 _IMPORT_LOCK = threading.RLock()
 
 
+class CacheWarning(RuntimeWarning):
+    """A cache file could not be read or written: onnxjit compiles again or keeps code in memory."""
+
+
+def cache_warning(message):
+    warnings.warn(message, CacheWarning, stacklevel=3)
+
+
 def cache_dir():
-    """Where generated modules and Numba's machine code live (ONNXJIT_CACHE_DIR overrides)."""
+    """Where generated modules and Numba's machine code live (ONNXJIT_CACHE_DIR overrides); a
+    private temporary folder (fallback_cache_dir) when it cannot be created."""
     path = os.environ.get("ONNXJIT_CACHE_DIR") or os.path.join(
         os.path.expanduser("~"), ".cache", "onnxjit")
-    os.makedirs(path, exist_ok=True)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        return fallback_cache_dir(path, exc)
     return path
+
+
+_FALLBACK = {}
+
+
+def fallback_cache_dir(path, error):
+    """This process's own temporary folder, used where the cache dir `path` cannot be written (a
+    read-only cache, a full disk): what is written there is not reused by the next process. A
+    fresh folder (mkdtemp), never a guessable shared one: modules are imported from it."""
+    with _IMPORT_LOCK:
+        if "dir" not in _FALLBACK:
+            _FALLBACK["dir"] = tempfile.mkdtemp(prefix="onnxjit-cache-")
+            cache_warning(f"onnxjit cannot write its cache dir {path!r} ({error}); generated code "
+                          f"goes to {_FALLBACK['dir']!r} for this process, and compiles again "
+                          f"in the next one")
+        return _FALLBACK["dir"]
 
 
 def load_source(source, kernel_files=None):
     """Import `source` from `<cache>/m_<sha256>.py`, writing the file only if it is new.
 
     `kernel_files` {name: text} are the fused kernels it imports (load_kernel): each is written to
-    `<cache>/<name>.py` first, where every module of every model that uses it finds it.
+    `<cache>/<name>.py` first, where every module of every model that uses it finds it. A cache
+    dir that cannot be written (read-only, full) leaves them in fallback_cache_dir instead.
     """
     digest = hashlib.sha256(source.encode()).hexdigest()[:40]
     name = f"onnxjit_generated_{digest}"
@@ -39,11 +69,16 @@ def load_source(source, kernel_files=None):
         if name in sys.modules:
             return sys.modules[name]
         folder = cache_dir()
-        for kernel, text in (kernel_files or {}).items():
-            _write_once(os.path.join(folder, f"{kernel}.py"), text)
-        path = os.path.join(folder, f"m_{digest}.py")
-        _write_once(path, source)
-        return _import(name, path)
+        files = {**{f"{k}.py": text for k, text in (kernel_files or {}).items()},
+                 f"m_{digest}.py": source}
+        try:
+            for file, text in files.items():
+                _write_once(os.path.join(folder, file), text)
+        except OSError as exc:
+            folder = fallback_cache_dir(folder, exc)
+            for file, text in files.items():
+                _write_once(os.path.join(folder, file), text)
+        return _import(name, os.path.join(folder, f"m_{digest}.py"))
 
 
 def load_kernel(module_file, name):
@@ -71,22 +106,34 @@ def _write_once(path, text):
 
 
 def _import(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    for attempt in range(2):
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+            return module
+        except BaseException as exc:
+            del sys.modules[name]
+            # a truncated or corrupted bytecode file beside the source: drop it, import again
+            if attempt or not isinstance(exc, Exception) or not _drop_bytecode(path):
+                raise
+
+
+def _drop_bytecode(path):
     try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
+        os.remove(importlib.util.cache_from_source(path))
+    except (OSError, NotImplementedError, ValueError):
+        return False
+    cache_warning(f"dropped an unreadable bytecode file of {path}")
+    return True
 
 
 def _same_text(path, source):
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             return f.read() == source
-    except OSError:
+    except (OSError, ValueError):       # missing, unreadable, or not text (corrupted)
         return False
 
 
@@ -306,6 +353,52 @@ def load_cached(dispatcher, signature):
         dispatcher.add_overload(cres)
         dispatcher._cache_hits[signature] += 1     # as Dispatcher.compile counts it (stats)
         return True
+
+
+def _guard_numba_cache():
+    """Make Numba's disk cache survive damaged files. Numba raises from deep inside its cache, on
+    every later run, when an index (.nbi) or data file (.nbc) is truncated or corrupted (a full
+    disk, a crash while a cache was copied): an unreadable index counts as empty and an
+    unreadable entry as missing, so the function compiles again and its next save replaces the
+    file; a save that cannot write (a read-only cache) leaves the machine code in memory only.
+    Installed once per process on Numba's cache classes (every cached function benefits)."""
+    from numba.core import caching
+    if getattr(caching.Cache, "_onnxjit_guarded", False):
+        return
+    load_index = caching.IndexDataCacheFile._load_index
+    load_overload = caching.Cache.load_overload
+    save_overload = caching.Cache.save_overload
+
+    def _load_index(self):
+        try:
+            return load_index(self)
+        except Exception as exc:
+            cache_warning(f"Numba's cache index {self._index_path} is unreadable "
+                          f"({type(exc).__name__}: {exc}); compiling its functions again")
+            return {}
+
+    def guarded_load_overload(self, sig, target_context):
+        try:
+            return load_overload(self, sig, target_context)
+        except Exception as exc:
+            cache_warning(f"the machine code of {self._name} in Numba's cache {self._cache_path} "
+                          f"is unreadable ({type(exc).__name__}: {exc}); compiling it again")
+            return None
+
+    def guarded_save_overload(self, sig, data):
+        try:
+            save_overload(self, sig, data)
+        except OSError as exc:
+            cache_warning(f"could not save the machine code of {self._name} to Numba's cache "
+                          f"{self._cache_path} ({exc}); it is kept in memory only")
+
+    caching.IndexDataCacheFile._load_index = _load_index
+    caching.Cache.load_overload = guarded_load_overload
+    caching.Cache.save_overload = guarded_save_overload
+    caching.Cache._onnxjit_guarded = True
+
+
+_guard_numba_cache()
 
 
 def _omitted(dispatcher, given):

@@ -286,7 +286,7 @@ class BackgroundCompile:
 
 def write_job(model, signature, values, label, options):
     """Save what a worker needs to compile one signature; the job file's path (in the cache)."""
-    from .compile import cache_dir
+    from .compile import cache_dir, fallback_cache_dir
     blob = model.SerializeToString()
     spec = json.dumps({"signature": [[n, list(map(int, s)), np.dtype(d).str]
                                      for n, s, d in signature],
@@ -295,15 +295,33 @@ def write_job(model, signature, values, label, options):
     for name in sorted(values):
         digest.update(np.ascontiguousarray(values[name]).tobytes())
     key = digest.hexdigest()[:32]
-    folder = os.path.join(cache_dir(), "jobs")
+    folder = cache_dir()
+    try:
+        return _save_job(os.path.join(folder, "jobs"), key, blob, spec, values)
+    except OSError as exc:      # a read-only or full cache: the job goes to a temporary folder
+        return _save_job(os.path.join(fallback_cache_dir(folder, exc), "jobs"), key, blob, spec,
+                         values)
+
+
+def _save_job(folder, key, blob, spec, values):
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{key}.npz")
-    if not os.path.exists(path):
+    if not _job_readable(path):     # new, or left truncated or corrupted: written again
         tmp = f"{path}.{os.getpid()}.tmp.npz"
         np.savez(tmp, model=np.frombuffer(blob, np.uint8), spec=np.array(spec),
                  **{f"value_{i}": np.asarray(values[n]) for i, n in enumerate(sorted(values))})
         os.replace(tmp, path)
     return path
+
+
+def _job_readable(path):
+    if not os.path.exists(path):
+        return False
+    try:
+        read_job(path)
+        return True
+    except Exception:
+        return False
 
 
 def remove_job(job):
