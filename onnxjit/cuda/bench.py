@@ -147,7 +147,11 @@ def bench_model(name, model, args, torch, compile_ok):
     if torch is None:
         row["torch"] = "PyTorch is not installed"
         return row
-    net = torch_module(model, torch).cuda().eval()
+    try:
+        net = torch_module(model, torch).cuda().eval()
+    except KeyError as exc:
+        row["torch"] = str(exc)
+        return row
     xs = [torch.from_numpy(a).cuda() for a in feeds]
     with torch.no_grad():
         ref = net(*xs)[0].float().cpu().numpy()
@@ -161,9 +165,18 @@ def bench_model(name, model, args, torch, compile_ok):
                                               args.repeat)
             except Exception as exc:     # reported, never fatal
                 row["compile_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+            try:    # PyTorch's own CUDA graphs: the like-for-like comparison with graph replay
+                graphed = torch.compile(net, mode="reduce-overhead")
+                for _ in range(3):
+                    graphed(*xs)
+                row["compile_graphs_ms"] = median_ms(lambda: graphed(*xs),
+                                                     torch.cuda.synchronize, args.repeat)
+            except Exception as exc:
+                row["compile_graphs_error"] = (f"{type(exc).__name__}: "
+                                               f"{str(exc).splitlines()[0][:120]}")
         else:
             row["compile_error"] = "skipped (--no-compile or time budget)"
-    for key in ("eager_ms", "compile_ms"):
+    for key in ("eager_ms", "compile_ms", "compile_graphs_ms"):
         if key in row:
             row[key.replace("_ms", "_ratio")] = row["onnxjit_ms"] / row[key]
     return row
@@ -178,6 +191,7 @@ def format_row(r):
             f"(host {_fmt(r.get('onnxjit_host_ms'))}, no graph {_fmt(r.get('onnxjit_nograph_ms'))},"
             f" call {_fmt(r.get('onnxjit_call_us'), 1)} us, graph {r.get('cuda_graph')})"
             f"  eager {_fmt(r.get('eager_ms'))}  compile {_fmt(r.get('compile_ms'))}"
+            f"  compile+graphs {_fmt(r.get('compile_graphs_ms'))}"
             f"  {r.get('compile_error', '')}")
 
 
@@ -186,19 +200,22 @@ def format_table(rows, report):
             "median ms of synchronized runs, device-resident inputs; "
             "ratio = onnxjit / torch (below 1: onnxjit faster)")
     lines = [head, "| model | onnxjit ms | no graph ms | run() call us | onnxjit host-io ms "
-                   "| torch eager ms | torch.compile ms | vs eager | vs compile | max abs diff "
-                   "| launches |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+                   "| torch eager ms | torch.compile ms | compile reduce-overhead ms | vs eager "
+                   "| vs compile | vs reduce-overhead | max abs diff | launches |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append("| " + " | ".join([
             r["model"], _fmt(r.get("onnxjit_ms")), _fmt(r.get("onnxjit_nograph_ms")),
             _fmt(r.get("onnxjit_call_us"), 1), _fmt(r.get("onnxjit_host_ms")),
             _fmt(r.get("eager_ms")), _fmt(r.get("compile_ms")) if "compile_ms" in r else "n/a",
+            _fmt(r.get("compile_graphs_ms")),
             _fmt(r.get("eager_ratio"), 2), _fmt(r.get("compile_ratio"), 2),
+            _fmt(r.get("compile_graphs_ratio"), 2),
             _fmt(r.get("max_abs_diff"), 6), str(r.get("launches", "-"))]) + " |")
     errors = [f"torch.compile {r['model']}: {r['compile_error']}" for r in rows
               if "compile_error" in r]
     errors += [f"CUDA graph {r['model']}: {r['graph_error']}" for r in rows if "graph_error" in r]
+    errors += [f"{r['model']}: {r['torch']}" for r in rows if "torch" in r]
     return "\n".join(lines + errors)
 
 
@@ -227,7 +244,13 @@ def torch_module(model, torch):
         "GlobalAveragePool": lambda x: x.mean((2, 3), keepdim=True),
         "Flatten": lambda x, axis=1: torch.flatten(x, axis),
         "Gemm": lambda a, b, c, transB=0: F.linear(a, b, c) if transB else a @ b + c,
+        "HardSwish": F.hardswish,
+        "Clip": lambda x, lo=None, hi=None: torch.clamp(x, lo, hi),
+        "Sigmoid": torch.sigmoid, "Tanh": torch.tanh,
     }
+    missing = sorted({n.op_type for n in model.graph.node} - set(ops))
+    if missing:
+        raise KeyError(f"no PyTorch mapping for {', '.join(missing)}")
     steps = [(ops[n.op_type], list(n.input), n.output[0], attributes(n)) for n in model.graph.node]
     inputs = [i.name for i in model.graph.input]
     outputs = [o.name for o in model.graph.output]

@@ -4,11 +4,20 @@ batched GEMMs whose batches lie a constant stride apart and whose output is cont
 beta and the bias then follow in kernels/gemm.epilogue. Never used under the simulator.
 
 The row-major product C (m, n) = A (m, k) @ B (k, n) is cuBLAS's column-major C^T = B^T A^T: one
-`gemmStridedBatched` by pointer, no temporaries, so a CUDA graph can capture it. Operands whose
-strides cuBLAS cannot express (neither dimension unit-stride) go through `cupy.matmul` on
-strided views instead, which may allocate: such executables are not captured.
+`cublas{S,D}gemmStridedBatched` by pointer, no temporaries. CuPy refuses any cuBLAS call while a
+stream is being captured into a CUDA graph, so the call goes to libcublas (the library CuPy
+loaded) through ctypes, on a handle of the rep's own (one per stream, with its own workspace, as
+PyTorch does for graph capture); where that library cannot be found, through CuPy's binding
+(then the executable is not captured). Operands whose strides cuBLAS cannot express (neither
+dimension unit-stride) go through `cupy.matmul` on strided views, which may allocate: not
+captured either.
 """
 from __future__ import annotations
+
+import ctypes
+import re
+import threading
+import weakref
 
 import numpy as np
 
@@ -56,7 +65,7 @@ def launch(step, a, b, bias, out, target):
     if x is not None and y is not None:
         args = [Buf(b), Buf(a), Buf(out), *x, *y, m["n"], m["m"], m["k"], m["batch"],
                 offsets[1], offsets[0], *strides[1::-1], target.index]
-        fn = gemm
+        fn = gemm if _library() is not None else gemm_cupy
     else:
         args = [Buf(a), Buf(b), Buf(out), m["m"], m["n"], m["k"], m["batch"], *offsets,
                 *strides[:2], sam, sak, sbk, sbn]
@@ -75,9 +84,100 @@ def _ptr(x):
     return x.device_ctypes_pointer.value
 
 
+# -- libcublas through ctypes (capturable) ---------------------------------------------------------
+_LIB, _LIB_LOCK, _HANDLES = [], threading.Lock(), {}
+WORKSPACE_BYTES = 8 << 20
+
+
+def _library():
+    """libcublas as loaded by CuPy (ctypes.CDLL), or None."""
+    with _LIB_LOCK:
+        if not _LIB:
+            _LIB.append(_load())
+        return _LIB[0]
+
+
+def _load():
+    try:
+        import cupy
+        cupy.cuda.device.get_cublas_handle()      # CuPy loads libcublas
+    except Exception:
+        return None
+    paths = []
+    try:
+        with open("/proc/self/maps") as f:
+            paths = [line.split()[-1] for line in f if re.search(r"/libcublas\.so[.0-9]*$",
+                                                                line.strip())]
+    except OSError:
+        pass
+    for name in dict.fromkeys(paths + ["libcublas.so.13", "libcublas.so.12", "libcublas.so"]):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        p, i, ll, h = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
+        for fn in (lib.cublasSgemmStridedBatched, lib.cublasDgemmStridedBatched):
+            fn.argtypes = [h, i, i, i, i, i, p, p, i, ll, p, i, ll, p, p, i, ll, i]
+            fn.restype = i
+        lib.cublasCreate_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        lib.cublasSetStream_v2.argtypes = [h, p]
+        lib.cublasSetWorkspace_v2.argtypes = [h, p, ctypes.c_size_t]
+        lib.cublasSetPointerMode_v2.argtypes = [h, i]
+        lib.cublasDestroy_v2.argtypes = [h]
+        return lib
+    return None
+
+
+def _handle(lib, stream):
+    """A cuBLAS handle bound to `stream` (created in the current context), with a workspace;
+    destroyed with the stream."""
+    key = int(stream.handle)
+    entry = _HANDLES.get(key)
+    if entry is None:
+        from numba import cuda
+        handle = ctypes.c_void_p()
+        _status(lib.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate")
+        _status(lib.cublasSetStream_v2(handle, key), "cublasSetStream")
+        workspace = cuda.device_array(WORKSPACE_BYTES, np.uint8)
+        _status(lib.cublasSetWorkspace_v2(handle, workspace.device_ctypes_pointer.value,
+                                          WORKSPACE_BYTES), "cublasSetWorkspace")
+        _status(lib.cublasSetPointerMode_v2(handle, 0), "cublasSetPointerMode")   # host
+        entry = _HANDLES[key] = (handle, workspace)
+        weakref.finalize(stream, _destroy, lib, key)
+    return entry[0]
+
+
+def _destroy(lib, key):
+    entry = _HANDLES.pop(key, None)
+    if entry is not None:
+        try:
+            lib.cublasDestroy_v2(entry[0])
+        except Exception:   # interpreter shutdown
+            pass
+
+
+def _status(code, what):
+    if code != 0:
+        raise RuntimeError(f"{what} failed: cuBLAS status {code}")
+
+
 def gemm(stream, x, y, c, opx, ldx, opy, ldy, n, m, k, batch, x0, y0, sx, sy, device):
     """C^T (n x m per batch, ld n) = op(X) (n x k) @ op(Y) (k x m): X, Y flat device arrays at
     element offsets x0, y0 and batch strides sx, sy; on `stream` (capturable)."""
+    lib = _library()
+    item = c.dtype.itemsize
+    one, zero = _SCALARS[np.dtype(c.dtype)]
+    fn = lib.cublasSgemmStridedBatched if item == 4 else lib.cublasDgemmStridedBatched
+    _status(fn(_handle(lib, stream), opx, opy, n, m, k, one.ctypes.data,
+               _ptr(x) + x0 * item, ldx, sx, _ptr(y) + y0 * item, ldy, sy, zero.ctypes.data,
+               _ptr(c), n, n * m, batch), "gemmStridedBatched")
+
+
+gemm.capturable = True
+
+
+def gemm_cupy(stream, x, y, c, opx, ldx, opy, ldy, n, m, k, batch, x0, y0, sx, sy, device):
+    """gemm through CuPy's cuBLAS binding (CuPy refuses it during a graph capture)."""
     import cupy as cp
     from cupy_backends.cuda.libs import cublas
     item = c.dtype.itemsize
@@ -91,7 +191,7 @@ def gemm(stream, x, y, c, opx, ldx, opy, ldy, n, m, k, batch, x0, y0, sx, sy, de
            _ptr(y) + y0 * item, ldy, sy, zero.ctypes.data, _ptr(c), n, n * m, batch)
 
 
-gemm.capturable = True
+gemm_cupy.capturable = False
 
 
 def matmul(stream, a, b, c, m, n, k, batch, a0, b0, sa, sb, sam, sak, sbk, sbn):

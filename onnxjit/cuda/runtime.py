@@ -60,6 +60,11 @@ class Executable:
                           cuda.device_array(v.shape, v.dtype, stream=stream)
                           for b, v in zip(self.out_bufs, program.outputs)]
         self.io = _io(target, stream)
+        ptr = (lambda b: None) if target.simulated else _pointer
+        self._staged_in = [(b, ptr(b), v.size * b.dtype.itemsize)
+                           for b, v in zip(self.in_bufs, program.inputs)]
+        self._staged_out = [(b, ptr(b), tuple(v.shape), np.dtype(v.dtype))
+                            for b, v in zip(self.out_bufs, program.outputs)]
         self.bind_errors = []                # kernels left on the dispatcher's path, and why
         self._calls = [c for c in (self._bind(ln) for ln in self.launches) if c is not None]
         self.graph = None                    # the instantiated CUDA graph, once captured
@@ -206,29 +211,33 @@ class Executable:
     def fill_host(self, arrays):
         """Copy numpy inputs into the input staging buffers."""
         copy = self.io.host_to_device
-        for buf, a in zip(self.in_bufs, arrays):
-            if a.size:
-                copy(buf, np.ascontiguousarray(a))
+        for (buf, ptr, nbytes), a in zip(self._staged_in, arrays):
+            if nbytes:
+                copy(buf, ptr, np.ascontiguousarray(a))
 
     def fill_device(self, arrays):
         """Copy device inputs (or numpy ones) into the input staging buffers."""
         io = self.io
-        for buf, a, v in zip(self.in_bufs, arrays, self.program.inputs):
+        for (buf, ptr, nbytes), a in zip(self._staged_in, arrays):
+            if not nbytes:
+                continue
             if type(a) is np.ndarray:
-                if a.size:
-                    io.host_to_device(buf, np.ascontiguousarray(a))
-            elif v.size:
-                io.device_to_device(buf, a, v.size * buf.dtype.itemsize)
+                io.host_to_device(buf, ptr, np.ascontiguousarray(a))
+            else:
+                io.device_to_device(buf, ptr, a, nbytes)
 
     def read_host(self):
         """The outputs as fresh numpy arrays (synchronizes the stream)."""
-        results = [np.empty(v.shape, v.dtype) for v in self.program.outputs]
         copy = self.io.device_to_host
-        for buf, r in zip(self.out_bufs, results):
+        results = []
+        for buf, ptr, shape, dtype in self._staged_out:
+            r = np.empty(shape, dtype)
             if r.size:
-                copy(r, buf)
+                copy(r, buf, ptr)
+            results.append(r)
         self.io.synchronize()
-        check_errors(self)
+        if self.checks_bounds:
+            check_errors(self)
         return results
 
 
@@ -329,14 +338,14 @@ class _DriverIO:
                                               cu.cuMemcpyDtoDAsync)
         self._sync, self._ok = cu.cuStreamSynchronize, cu.CUresult.CUDA_SUCCESS
 
-    def host_to_device(self, buf, a):
-        self._done(self._htod(_pointer(buf), a.ctypes.data, a.nbytes, self._h))
+    def host_to_device(self, buf, ptr, a):
+        self._done(self._htod(ptr, a.ctypes.data, a.nbytes, self._h))
 
-    def device_to_host(self, r, buf):
-        self._done(self._dtoh(r.ctypes.data, _pointer(buf), r.nbytes, self._h))
+    def device_to_host(self, r, buf, ptr):
+        self._done(self._dtoh(r.ctypes.data, ptr, r.nbytes, self._h))
 
-    def device_to_device(self, buf, a, nbytes):
-        self._done(self._dtod(_pointer(buf), device_pointer(a), nbytes, self._h))
+    def device_to_device(self, buf, ptr, a, nbytes):
+        self._done(self._dtod(ptr, device_pointer(a), nbytes, self._h))
 
     def synchronize(self):
         self._done(self._sync(self._h))
@@ -350,13 +359,13 @@ class _SimulatedIO:
     def __init__(self, stream):
         self._stream = stream
 
-    def host_to_device(self, buf, a):
+    def host_to_device(self, buf, ptr, a):
         buf[:a.size].copy_to_device(a.reshape(-1), stream=self._stream)
 
-    def device_to_host(self, r, buf):
+    def device_to_host(self, r, buf, ptr):
         r.reshape(-1)[...] = buf[:r.size].copy_to_host(stream=self._stream)
 
-    def device_to_device(self, buf, a, nbytes):
+    def device_to_device(self, buf, ptr, a, nbytes):
         n = nbytes // buf.dtype.itemsize
         buf[:n].copy_to_device(a.reshape(-1), stream=self._stream)
 

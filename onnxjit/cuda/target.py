@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import numpy as np
+
 from onnx.backend.base import Device, DeviceType
 
 from ..errors import DeviceError
@@ -109,12 +111,22 @@ def cupy_usable():
 
 
 # -- device arrays ---------------------------------------------------------------------------------
+_DEVICE_TYPES = set()     # array types always on the device (Numba's, CuPy's): no probing
+
+
 def is_device_array(x):
     """Anything exposing `__cuda_array_interface__` (Numba, CuPy, PyTorch CUDA tensors), or a
     simulator device array."""
-    if hasattr(x, "__cuda_array_interface__"):
+    t = type(x)
+    if t in _DEVICE_TYPES:
         return True
-    return simulator() and type(x).__name__ == "FakeCUDAArray"
+    if t is np.ndarray:
+        return False
+    if hasattr(x, "__cuda_array_interface__") or (simulator() and t.__name__ == "FakeCUDAArray"):
+        if t.__module__.split(".")[0] in ("numba", "cupy"):
+            _DEVICE_TYPES.add(t)
+        return True
+    return False
 
 
 def as_device_array(x):
