@@ -1,7 +1,7 @@
 """Classic-ML kernels (ai.onnx.ml, lowered by ops/ml.py): linear models, SVMs, Normalizer,
 LabelEncoder / CategoryMapper / OneHotEncoder lookups. Scores are computed as ONNX Runtime
-computes them (inputs cast to float32, float32 outputs, its score transforms from trees.py and
-its two-class special cases); dot products accumulate in float64.
+computes them (inputs cast to float32, float32 dot products and outputs, its score transforms
+from trees.py and its two-class special cases).
 """
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ LINEAR, POLY, RBF, SIGMOID = 0, 1, 2, 3
 
 @njit(**_DOT)
 def _dot(x, r, w, j):
-    acc = 0.0
+    """x[r] . w[j] in float32 (x cast to float32 first), as ORT's float GEMM computes it."""
+    acc = np.float32(0)
     for c in range(x.shape[1]):
-        acc += np.float64(np.float32(x[r, c])) * np.float64(w[j, c])
+        acc += np.float32(x[r, c]) * w[j, c]
     return acc
 
 
