@@ -288,6 +288,9 @@ def _as_array(value, name):
     array = np.asarray(value)
     if array.dtype.kind in "US":    # a string tensor, held as ONNX Runtime holds it
         array = array.astype(str).astype(object)
+    elif isinstance(value, dict):   # a map (DictVectorizer), held in a 0-d object array
+        array = np.empty((), object)
+        array[()] = value
     elif array.dtype == object and not all(isinstance(s, str) for s in array.flat):
         raise InputError(f"input {name!r}: cannot use a {type(value).__name__} as a tensor "
                          "(an object array must hold strings)")

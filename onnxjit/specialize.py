@@ -52,6 +52,7 @@ class Program:
     # convert, the compiled input Value it makes), appended to `inputs` after the kept ones.
     graph_inputs: list = field(default_factory=list)
     input_edges: list = field(default_factory=list)
+    input_types: dict = field(default_factory=dict)   # graph input name -> its declared TypeProto
 
     def with_python_outputs(self, fn):
         """`fn` (the compiled graph) taking the graph's inputs (each Python input conversion
@@ -195,8 +196,9 @@ class LoweringContext:
 
     def python_input(self, value, convert, shape, dtype, tag="codes"):
         """A compiled input Value computed in Python, before the compiled graph, as
-        `convert(array)` of the graph input `value` (a string tensor Numba cannot hold):
-        e.g. the index of each string in a node's key table."""
+        `convert(array)` of the graph input `value` (a string tensor, or a map held in a 0-d
+        object array, which Numba cannot hold): e.g. the index of each string in a node's
+        key table."""
         if not any(value is v for v in self.program.graph_inputs):
             self.fail(f"the string tensor {value.name!r} is computed inside the graph; onnxjit "
                       "reads string tensors only where they are graph inputs")
@@ -302,7 +304,8 @@ def specialize(model: onnx.ModelProto, input_values, peepholes=True) -> Program:
                                 "compile (it holds float16/32/64, bfloat16, int8-64, uint8-64 "
                                 "and bool; strings through the ai.onnx.ml ops that read them)")
     program = Program([v for v in input_values if v.dtype != object], [], [], [],
-                      _use_counts(graph), peepholes=peepholes, graph_inputs=list(input_values))
+                      _use_counts(graph), peepholes=peepholes, graph_inputs=list(input_values),
+                      input_types={vi.name: vi.type for vi in graph.input})
     env = {name: const_value(a, name) for name, a in initializers(graph).items()}
     env.update({v.name: v for v in input_values})
     walk(program, graph.node, env, model_opsets)

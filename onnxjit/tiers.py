@@ -44,7 +44,7 @@ def reference_runner(model):
     from .ops.ml import reference_ops
     evaluator = ReferenceEvaluator(model, new_ops=[_inference_batch_norm(), _lrn(),
                                                    *_coerced_softmaxes(opset), *_pools(),
-                                                   *reference_ops()])
+                                                   *reference_ops(model)])
     names = [i.name for i in model.graph.input
              if i.name not in {t.name for t in model.graph.initializer}]
     lock = threading.Lock()    # the evaluator keeps per-run state

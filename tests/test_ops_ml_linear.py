@@ -358,3 +358,53 @@ def test_one_hot_encoder_unknown_category_with_zeros_0_is_an_error():
                      {"x": x}, ["y"], ml_opset=1)
     with pytest.raises(Exception, match="categor"):
         onnxjit.backend.prepare(model).run([x])
+
+
+def dict_vectorizer_model(key_type, value_type, vocab, then=None):
+    mt = helper.make_map_type_proto(key_type, helper.make_tensor_type_proto(value_type, []))
+    voc = dict(string_vocabulary=vocab) if key_type == STRING else dict(int64_vocabulary=vocab)
+    nodes = [node("DictVectorizer", ["x"], ["v" if then else "y"], **voc)] + ([then] if then else [])
+    graph = helper.make_graph(nodes, "g", [helper.make_value_info("x", mt)],
+                              [helper.make_empty_tensor_value_info("y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid(ML, 1)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("key_type,vocab,feed", [
+    (STRING, ["a", "b", "c"], {"b": 2.0, "a": 1.5, "zz": 9.0}),
+    (TensorProto.INT64, [1, 2, 3], {3: 2.0, 1: 1.5}),
+])
+def test_dict_vectorizer(key_type, vocab, feed):
+    """Against onnxruntime (whose Python API builds maps of floats only)."""
+    model = dict_vectorizer_model(key_type, TensorProto.FLOAT, vocab)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    same(onnxjit.backend.prepare(model).run([feed])[0], sess.run(None, {"x": feed})[0])
+
+
+@pytest.mark.parametrize("value_type,dtype", [(TensorProto.DOUBLE, np.float64),
+                                              (TensorProto.INT64, np.int64)])
+def test_dict_vectorizer_value_types(value_type, dtype):
+    """Other value types against onnx's reference (a 1-D row there; ORT's shape is [1, V])."""
+    from onnx.reference import ReferenceEvaluator
+    model = dict_vectorizer_model(STRING, value_type, ["a", "b", "c"])
+    feed = {"c": dtype(3), "a": dtype(-2)}
+    got = onnxjit.backend.prepare(model).run([feed])[0]
+    want = ReferenceEvaluator(model).run(None, {"x": feed})[0]
+    assert got.dtype == dtype and got.shape == (1, 3)
+    np.testing.assert_array_equal(got[0], want)
+
+
+def test_dict_vectorizer_into_a_linear_regressor():
+    """skl2onnx's DictVectorizer + LinearRegression: the dense row feeds compiled code."""
+    lin = node("LinearRegressor", ["v"], ["y"], coefficients=[0.5, -1.0, 2.0], intercepts=[0.25])
+    model = dict_vectorizer_model(STRING, TensorProto.FLOAT, ["a", "b", "c"], lin)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rep = onnxjit.backend.prepare(model)
+    from onnxjit.tiers import reference_runner
+    first = reference_runner(model)       # what answers first with tiers on
+    for d in ({"a": 1.0, "c": 3.0}, {"b": -2.0}):
+        want = sess.run(None, {"x": d})[0]
+        same(rep.run({"x": d})[0], want)
+        same(first(np.array(d))[0], want)

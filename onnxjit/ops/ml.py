@@ -483,14 +483,28 @@ def OneHotEncoder(ctx, x, cats_int64s=None, cats_strings=None, zeros=1):
     return reshape(ctx, z, tuple(x.shape) + (k,))
 
 
-def reference_ops():
+def reference_ops(model=None):
     """ZipMap and CategoryMapper for onnx's ReferenceEvaluator (it has neither), and its
-    SVMClassifier and Normalizer mended to agree with ORT (onnx 1.23 couples pairwise SVM
-    probabilities with a dot product where libsvm multiplies elements, and divides by the
-    largest magnitude for Normalizer MAX): what the reference tier (tiers.py) runs while the
-    compiled code builds."""
+    SVMClassifier, Normalizer and DictVectorizer mended to agree with ORT (onnx 1.23 couples
+    pairwise SVM probabilities with a dot product where libsvm multiplies elements, divides by
+    the largest magnitude for Normalizer MAX, gives a map a 1-D row in its values' numpy type):
+    what the reference tier (tiers.py) runs while the compiled code builds."""
     from onnx.reference.op_run import OpRun
     from onnx.reference.ops.aionnxml import op_normalizer, op_svm_classifier
+
+    from ..ir import tensor_dtype
+    map_types = {vi.name: tensor_dtype(vi.type.map_type.value_type.tensor_type.elem_type)
+                 for vi in (model.graph.input if model is not None else [])
+                 if vi.type.HasField("map_type")}
+
+    class DictVectorizer(OpRun):
+        op_domain = ML
+
+        def _run(self, x, int64_vocabulary=None, string_vocabulary=None):
+            vocab = list(string_vocabulary or []) or list(int64_vocabulary or [])
+            dtype = map_types.get(self.onnx_node.input[0]) or np.float32
+            x = x[()] if isinstance(x, np.ndarray) else x    # the backend holds maps in 0-d arrays
+            return (np.array([[x.get(k, 0) for k in vocab]], dtype),)
 
     class SVMClassifier(op_svm_classifier.SVMClassifier):
         op_domain = ML
@@ -547,4 +561,30 @@ def reference_ops():
             d = "_Unused" if default_string is None else default_string
             return (np.array([table.get(int(v), d) for v in x.ravel()],
                              dtype=object).reshape(x.shape),)
-    return [ZipMap, CategoryMapper, SVMClassifier, Normalizer]
+    return [ZipMap, CategoryMapper, SVMClassifier, Normalizer, DictVectorizer]
+
+
+@register("DictVectorizer", 1, domain=ML)
+def DictVectorizer(ctx, x, int64_vocabulary=None, string_vocabulary=None):
+    """A map input (a Python dict, as ORT takes it) as a dense [1, vocabulary] row in the
+    map's value type: each vocabulary key's value, 0 where the map lacks it (keys outside
+    the vocabulary are ignored, as ORT does). Built in Python before the compiled graph."""
+    vocab = list(string_vocabulary or []) or [int(k) for k in int64_vocabulary or []]
+    if not vocab:
+        ctx.fail("string_vocabulary or int64_vocabulary is required")
+    declared = ctx.program.input_types.get(x.name)
+    if x.dtype != object or x.rank != 0 or declared is None or \
+            not declared.HasField("map_type"):
+        ctx.fail("the input must be a map graph input (a dict)")
+    from ..ir import tensor_dtype
+    dtype = tensor_dtype(declared.map_type.value_type.tensor_type.elem_type)
+    if dtype is None or dtype.kind not in "fiu":
+        ctx.fail("maps of strings are not supported (numeric values expected)")
+    width = len(vocab)
+
+    def dense(m):
+        m = m[()]
+        if not isinstance(m, dict):
+            raise TypeError(f"DictVectorizer: expected a dict, got {type(m).__name__}")
+        return np.array([[m.get(k, 0) for k in vocab]], dtype)
+    return ctx.python_input(x, dense, (1, width), dtype, tag="dense")
