@@ -72,8 +72,7 @@ class CudaRep(BackendRep):
             self.hits += 1
             self._cache.move_to_end(key)
         if device_mode:
-            exe.fill_device(arrays)
-            exe.launch()
+            exe.run_device(arrays)
             self._pending_check = exe if exe.checks_bounds else None
             return exe.results
         exe.fill_host(arrays)

@@ -60,6 +60,27 @@ def test_device_arrays_in_device_arrays_out():
     np.testing.assert_allclose(kept, a + b)
 
 
+def test_device_inputs_reused_in_place(simulated):
+    """The same device input arrays run after run with new contents (on a GPU, graphs that
+    read them in place), and an output fed back as the next input (then it is copied: the
+    output buffer is rewritten by the run)."""
+    model = node_model("Transpose", {"x": rand((3, 3))}, perm=[1, 0])
+    rep = backend.prepare(model, "CUDA")
+    d = cuda.to_device(rand((3, 3)))
+    for seed in range(5):
+        x = rand((3, 3), seed=seed)
+        d.copy_to_device(x)
+        np.testing.assert_array_equal(rep.run([d])[0].copy_to_host(), x.T)
+    y = rep.run([cuda.to_device(rand((3, 3), seed=9))])[0]
+    for _ in range(4):
+        want = y.copy_to_host().T
+        y = rep.run([y])[0]
+        np.testing.assert_array_equal(y.copy_to_host(), want)
+    exe = rep.compiled()
+    if not simulated:
+        assert exe.graph is not None and len(exe.direct_graphs) == 1, exe.direct_error
+
+
 def test_mixed_host_and_device_inputs():
     a, b = rand((2, 3)), rand((3,), seed=1)
     rep = backend.prepare(add_model(), "CUDA")
