@@ -408,3 +408,22 @@ def test_dict_vectorizer_into_a_linear_regressor():
         want = sess.run(None, {"x": d})[0]
         same(rep.run({"x": d})[0], want)
         same(first(np.array(d))[0], want)
+
+
+def test_hostile_names_and_strings_stay_out_of_generated_source():
+    evil = "x'); import os  #\n"
+    x = np.array(["')\nimport os", "b"], dtype=object)
+    nodes = [node("LabelEncoder", [evil], ["y"], keys_strings=["')\nimport os", "b"],
+                  values_strings=["__import__('os')", "\n"], default_string="d")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(evil, STRING, [2])],
+                              [helper.make_empty_tensor_value_info("y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid(ML, 2)])
+    model.ir_version = 8
+    rep = onnxjit.backend.prepare(model)
+    assert rep.run([x])[0].tolist() == ["__import__('os')", "\n"]
+    source = rep.source()
+    compile(source, "generated", "exec")   # still one valid module
+    for line in source.splitlines():       # the names reach comments only (escaped)
+        code = line.split("#", 1)[0]
+        assert "__import__" not in code and "import os" not in code
