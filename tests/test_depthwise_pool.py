@@ -50,11 +50,15 @@ def run_ref(op, inputs, at, opset=21):
     return ReferenceEvaluator(model).run(None, feeds)[0]
 
 
-def run_pool(op, x, at):
+def pool_geometry(xs, at):
     k = _t(at["kernel_shape"])
-    s, p, d, o = shapes.pool_geometry(at.get("auto_pad", "NOTSET"), x.shape[2:], k,
-                                      _t(at.get("strides")), _t(at.get("dilations")),
-                                      _t(at.get("pads")), at.get("ceil_mode", 0))
+    return (k,) + shapes.pool_geometry(at.get("auto_pad", "NOTSET"), xs[2:], k,
+                                       _t(at.get("strides")), _t(at.get("dilations")),
+                                       _t(at.get("pads")), at.get("ceil_mode", 0))
+
+
+def run_pool(op, x, at):
+    k, s, p, d, o = pool_geometry(x.shape, at)
     if op == "AveragePool":
         return avgpool(x, k, s, p, d, o, at.get("count_include_pad", 0))
     return maxpool(x, k, s, p, d, o)
@@ -69,7 +73,7 @@ def check_pool(op, x, at):
 
 
 # --------------------------------------------------------------------------- pools
-# Comments name the scheme pool._pool5 picks: whole (one window covers each plane), same
+# Comments name the scheme pool.scheme picks: whole (one window covers each plane), same
 # (stride 1, output size == input size: masked axis passes), phase (padded phase buffers).
 # float32 windows 2 or 3 columns wide at column stride 2 take the rows scheme on AVX-512
 # (vertical pass, deinterleaving horizontal pass); float64 the phase one.
@@ -132,6 +136,20 @@ POOL_CASES = [
     ((3, 37, 9, 9), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
     ((2, 41, 5, 5), {"kernel_shape": [5, 5]}),
 ]
+
+
+def test_pool_cases_cover_every_scheme():
+    """The lowering picks one scheme entry per pool (pool.scheme); the cases reach all four
+    on an AVX-512 target, and no float32 case takes "rows" on AVX2 (its kernels are 16-lane)."""
+    from onnxjit.kernels import pool
+    from onnxjit.target import Target
+    picked = {pool.scheme(xs, np.float32, *pool_geometry(xs, at), target=Target("avx512", 512))
+              for xs, at in POOL_CASES}
+    assert picked == set(pool.SCHEMES)
+    assert "rows" not in {pool.scheme(xs, np.float32, *pool_geometry(xs, at),
+                                      target=Target("avx2", 256)) for xs, at in POOL_CASES}
+    assert "rows" not in {pool.scheme(xs, np.float64, *pool_geometry(xs, at),
+                                      target=Target("avx512", 512)) for xs, at in POOL_CASES}
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

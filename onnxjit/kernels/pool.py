@@ -8,7 +8,8 @@ of taps inside the input (count_include_pad=0) or inside [-pad_begin, S+pad_end)
 window with no counted tap gives NaN.  MaxPool propagates NaN (np.maximum semantics).  Arrays
 must be C-contiguous.
 
-MaxPool and AveragePool pick one of four schemes (``_pool5``), all built from long flat
+MaxPool and AveragePool have one of four schemes, picked at lowering (``scheme``; one entry
+per pool and scheme, ``maxpool_rows`` ...), all built from long flat
 loops or explicit 16-lane vectors, because LLVM vectorises those and runs per-row loops over
 7..28 columns mostly scalar:
 
@@ -29,7 +30,7 @@ from . import PRANGE_ONLY
 from .conv import _copy_run, as5d, from5d, pads6, put_window, span, tup3
 from .normalization import _vmax, _vsplat
 from .sgemm import (_F32_1D, _I32, _VEC, I0, _elem_ptr, _lane_mask, _lane_op, _splat, _split,
-                    _vadd, _vbcast, _vload, _vmul, _vstore, _vstorem, f32x16, has_avx512, num_threads)
+                    _vadd, _vbcast, _vload, _vmul, _vstore, _vstorem, f32x16, num_threads)
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -508,22 +509,6 @@ def _rows_max_scalar(xf, y, dst, plane, H, W, h0, r0, r1, dh, kw, pl, i, n):
         y[dst + j] = m
 
 
-def rows_scheme_fits(x, k3, s3, p6, d3, o3, in3):
-    """Whether _pool_rows handles this window over x (see above); only callable when jitted."""
-    raise NotImplementedError
-
-
-@overload(rows_scheme_fits)
-def _rows_scheme_fits(x, k3, s3, p6, d3, o3, in3):
-    if x.dtype != types.float32 or not has_avx512():
-        return lambda x, k3, s3, p6, d3, o3, in3: False
-
-    def fits(x, k3, s3, p6, d3, o3, in3):
-        return (k3[0] == 1 and s3[0] == 1 and p6[0] == 0 and p6[3] == 0 and o3[0] == in3[0]
-                and s3[2] == 2 and d3[2] == 1 and (k3[2] == 2 or k3[2] == 3))
-    return fits
-
-
 @njit(inline="always", **_JIT)
 def _rows_pass(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1):
     """_pool_rows for float32 (is_max a constant at each call: both passes fold their branches)."""
@@ -593,7 +578,7 @@ def _rows_pass(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1
 
 def _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1):
     """Max or average pool of planes [p0, p1) of flat float32 x into flat y for windows that
-    rows_scheme_fits accepts (each depth slice a plane of its own)."""
+    scheme() calls "rows" (each depth slice a plane of its own)."""
     raise NotImplementedError
 
 
@@ -661,70 +646,282 @@ def _pool_whole(xf, y, in3, k3, s3, p6, d3, is_max, count_include_pad, p0, p1):
             y[nc] = _plane_sum(xf, nc * P, P) / cnt
 
 
-# Compile time: Numba links every callee's code into each caller and optimizes the whole again,
-# so each njit level above the schemes costs seconds.  The thin wrappers are inlined (IR level),
-# and is_max / count_include_pad reach _pool_par as plain bool / int64, not literals: max and
-# average pooling share one compiled chain (first use of both: ~53 s, against ~75 s).
-@njit(inline="always", **_JIT)
-def _pool5(x, k3, s3, p6, d3, o3, is_max, count_include_pad):
-    """Pick the pooling scheme (whole-plane window, stride-1 same-size, or phase buffers) and
-    run it, on a run of planes per Numba thread when there are several and enough work."""
-    N, C, D, H, W = x.shape
-    in3 = (D, H, W)
-    whole, same = True, True
-    for ax in range(3):
-        S, k, d = in3[ax], k3[ax], d3[ax]
-        whole = whole and o3[ax] == 1 and (d == 1 or k == 1) and k - p6[ax] >= S
-        same = same and s3[ax] == 1 and o3[ax] == S
-    scheme = 0 if whole else 1 if same and k3[0] * k3[1] * k3[2] > 1 else \
-        3 if rows_scheme_fits(x, k3, s3, p6, d3, o3, in3) else 2
-    y = np.empty(N * C * o3[0] * o3[1] * o3[2], x.dtype)
-    xf = np.ascontiguousarray(x).reshape(x.size)
-    nt = num_threads() if y.size * k3[0] * k3[1] * k3[2] >= POOL_PAR_MIN else 1
-    geo = np.empty(21, np.int64)
-    geo[0:3] = in3
-    put_window(geo, 3, k3, s3, p6, d3, o3)
-    if nt > 1 and N * C > 1:
-        _pool_par(xf, y, geo, is_max, count_include_pad, scheme, N * C, nt)
-    else:
-        _pool_planes(xf, y, geo, is_max, count_include_pad, scheme, I0, N * C)
-    return y.reshape((N, C) + o3)
+# ---------------------------------------------------------------- entries, one per scheme
+# Numba links every callee's code into each caller and optimizes the whole again at every njit
+# level (and a prange region adds two), so an entry holding all four schemes behind a runtime
+# branch cost ~43 s of compile at first use, most of it re-optimizing schemes it never ran.
+# The lowering picks the scheme from the shapes and the target (``scheme`` below) and calls
+# that scheme's entry, ``maxpool_<scheme>`` or ``avgpool_<scheme>``: ~6 s for one.  Each has
+# a planes function (a run of planes, max or average folded in), a prange wrapper, and the
+# entry that sets up the geometry and picks one thread or several.
 
+SCHEMES = ("whole", "same", "rows", "flat")
 
 # Below this many window taps in all (outputs x kernel size) a pool runs on one thread.
 POOL_PAR_MIN = 1 << 17
 
 
-@njit(**_JIT)
-def _pool_planes(xf, y, geo, is_max, count_include_pad, scheme, p0, p1):
-    """Planes [p0, p1) by `scheme` (0 whole plane, 1 same size, 2 phase buffers); geo holds
-    in3, k3, s3, p6, d3, o3 flat (Numba's parallel regions take arrays, not tuples)."""
-    g = geo
-    in3, k3, s3 = (g[0], g[1], g[2]), (g[3], g[4], g[5]), (g[6], g[7], g[8])
-    p6 = (g[9], g[10], g[11], g[12], g[13], g[14])
-    d3, o3 = (g[15], g[16], g[17]), (g[18], g[19], g[20])
-    if scheme == 0:
-        _pool_whole(xf, y, in3, k3, s3, p6, d3, is_max, count_include_pad, p0, p1)
-    elif scheme == 1:
-        _pool_same(xf, y, in3, k3, p6, d3, is_max, count_include_pad, p0, p1)
-    elif scheme == 3:
-        _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1)
-    else:
-        _pool_flat(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1)
+def _pad3(t, fill):
+    t = tuple(int(v) for v in t)
+    return (fill,) * (3 - len(t)) + t
 
 
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _pool_par(xf, y, geo, is_max, count_include_pad, scheme, planes, nt):
-    """_pool_planes over `nt` threads, each a run of the planes (and scratch of its own)."""
-    for t in prange(nt):
-        p0, p1 = _split(planes, nt, t, 1)
-        _pool_planes(xf, y, geo, is_max, count_include_pad, scheme, p0, p1)
+def scheme(shape, dtype, kernel, strides, pads, dilations, out_shape, target=None):
+    """The scheme ("whole", "same", "rows" or "flat") for a pool of an (N, C, *S) array of
+    `dtype` with this geometry (as shapes.pool_geometry gives it) on `target` (the host's
+    by default): see the module docstring."""
+    from ..target import host
+    target = target or host()
+    k = len(kernel)
+    in3, k3, s3 = _pad3(shape[2:], 1), _pad3(kernel, 1), _pad3(strides, 1)
+    d3, o3 = _pad3(dilations, 1), _pad3(out_shape, 1)
+    p6 = _pad3(pads[:k], 0) + _pad3(pads[k:], 0)
+    whole = all(o3[a] == 1 and (d3[a] == 1 or k3[a] == 1) and k3[a] - p6[a] >= in3[a]
+                for a in range(3))
+    same = all(s3[a] == 1 and o3[a] == in3[a] for a in range(3))
+    if whole:
+        return "whole"
+    if same and k3[0] * k3[1] * k3[2] > 1:
+        return "same"
+    if (np.dtype(dtype) == np.float32 and target.avx512 and k3[0] == 1 and s3[0] == 1
+            and p6[0] == 0 and p6[3] == 0 and o3[0] == in3[0] and s3[2] == 2 and d3[2] == 1
+            and k3[2] in (2, 3)):
+        return "rows"
+    return "flat"
 
 
 @njit(inline="always", **_JIT)
-def _maxpool5(x, k3, s3, p6, d3, o3):
-    """Max pool; taps outside the input are skipped (-inf padding)."""
-    return _pool5(x, k3, s3, p6, d3, o3, np.bool_(True), np.int64(0))
+def _geo(g):
+    """in3, k3, s3, p6, d3, o3 from the flat geometry array (Numba's parallel regions take
+    arrays, not tuples)."""
+    return ((g[0], g[1], g[2]), (g[3], g[4], g[5]), (g[6], g[7], g[8]),
+            (g[9], g[10], g[11], g[12], g[13], g[14]), (g[15], g[16], g[17]),
+            (g[18], g[19], g[20]))
+
+
+@njit(inline="always", **_JIT)
+def _setup(x, kernel, strides, pads, dilations, out_shape):
+    """The flat input, the flat output, the geometry array, planes and threads of a pool."""
+    x5 = as5d(x)
+    k3, s3, p6 = tup3(kernel, 1), tup3(strides, 1), pads6(pads)
+    d3, o3 = tup3(dilations, 1), tup3(out_shape, 1)
+    N, C = x5.shape[0], x5.shape[1]
+    y = np.empty(N * C * o3[0] * o3[1] * o3[2], x.dtype)
+    xf = np.ascontiguousarray(x5).reshape(x5.size)
+    geo = np.empty(21, np.int64)
+    geo[0], geo[1], geo[2] = x5.shape[2], x5.shape[3], x5.shape[4]
+    put_window(geo, 3, k3, s3, p6, d3, o3)
+    nt = num_threads() if y.size * k3[0] * k3[1] * k3[2] >= POOL_PAR_MIN else 1
+    return xf, y, geo, N * C, nt if N * C > 1 else 1, (N, C) + o3
+
+
+@njit(**_JIT)
+def _whole_max(xf, y, geo, cip, p0, p1):
+    in3, k3, s3, p6, d3, o3 = _geo(geo)
+    _pool_whole(xf, y, in3, k3, s3, p6, d3, True, cip, p0, p1)
+
+
+@njit(**_JIT)
+def _whole_avg(xf, y, geo, cip, p0, p1):
+    in3, k3, s3, p6, d3, o3 = _geo(geo)
+    _pool_whole(xf, y, in3, k3, s3, p6, d3, False, cip, p0, p1)
+
+
+@njit(**_JIT)
+def _same_max(xf, y, geo, cip, p0, p1):
+    in3, k3, s3, p6, d3, o3 = _geo(geo)
+    _pool_same(xf, y, in3, k3, p6, d3, True, cip, p0, p1)
+
+
+@njit(**_JIT)
+def _same_avg(xf, y, geo, cip, p0, p1):
+    in3, k3, s3, p6, d3, o3 = _geo(geo)
+    _pool_same(xf, y, in3, k3, p6, d3, False, cip, p0, p1)
+
+
+@njit(**_JIT)
+def _rows_max(xf, y, geo, cip, p0, p1):
+    in3, k3, s3, p6, d3, o3 = _geo(geo)
+    _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, True, cip, p0, p1)
+
+
+@njit(**_JIT)
+def _rows_avg(xf, y, geo, cip, p0, p1):
+    in3, k3, s3, p6, d3, o3 = _geo(geo)
+    _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, False, cip, p0, p1)
+
+
+@njit(**_JIT)
+def _flat_max(xf, y, geo, cip, p0, p1):
+    in3, k3, s3, p6, d3, o3 = _geo(geo)
+    _pool_flat(xf, y, in3, k3, s3, p6, d3, o3, True, cip, p0, p1)
+
+
+@njit(**_JIT)
+def _flat_avg(xf, y, geo, cip, p0, p1):
+    in3, k3, s3, p6, d3, o3 = _geo(geo)
+    _pool_flat(xf, y, in3, k3, s3, p6, d3, o3, False, cip, p0, p1)
+
+
+# The prange wrappers: a run of planes per thread (and scratch of its own).
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _whole_max_par(xf, y, geo, cip, planes, nt):
+    for t in prange(nt):
+        p0, p1 = _split(planes, nt, t, 1)
+        _whole_max(xf, y, geo, cip, p0, p1)
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _whole_avg_par(xf, y, geo, cip, planes, nt):
+    for t in prange(nt):
+        p0, p1 = _split(planes, nt, t, 1)
+        _whole_avg(xf, y, geo, cip, p0, p1)
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _same_max_par(xf, y, geo, cip, planes, nt):
+    for t in prange(nt):
+        p0, p1 = _split(planes, nt, t, 1)
+        _same_max(xf, y, geo, cip, p0, p1)
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _same_avg_par(xf, y, geo, cip, planes, nt):
+    for t in prange(nt):
+        p0, p1 = _split(planes, nt, t, 1)
+        _same_avg(xf, y, geo, cip, p0, p1)
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _rows_max_par(xf, y, geo, cip, planes, nt):
+    for t in prange(nt):
+        p0, p1 = _split(planes, nt, t, 1)
+        _rows_max(xf, y, geo, cip, p0, p1)
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _rows_avg_par(xf, y, geo, cip, planes, nt):
+    for t in prange(nt):
+        p0, p1 = _split(planes, nt, t, 1)
+        _rows_avg(xf, y, geo, cip, p0, p1)
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _flat_max_par(xf, y, geo, cip, planes, nt):
+    for t in prange(nt):
+        p0, p1 = _split(planes, nt, t, 1)
+        _flat_max(xf, y, geo, cip, p0, p1)
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _flat_avg_par(xf, y, geo, cip, planes, nt):
+    for t in prange(nt):
+        p0, p1 = _split(planes, nt, t, 1)
+        _flat_avg(xf, y, geo, cip, p0, p1)
+
+
+# The entries: ONNX MaxPool output Y / AveragePool (count_include_pad 0/1) of x (N, C, *S)
+# -> (N, C, *out_shape), geometry as shapes.pool_geometry gives it.
+@njit(**_JIT)
+def maxpool_whole(x, kernel, strides, pads, dilations, out_shape):
+    xf, y, geo, planes, nt, shape = _setup(x, kernel, strides, pads, dilations, out_shape)
+    if nt > 1:
+        _whole_max_par(xf, y, geo, I0, planes, nt)
+    else:
+        _whole_max(xf, y, geo, I0, I0, planes)
+    return from5d(y.reshape(shape), x)
+
+
+@njit(**_JIT)
+def maxpool_same(x, kernel, strides, pads, dilations, out_shape):
+    xf, y, geo, planes, nt, shape = _setup(x, kernel, strides, pads, dilations, out_shape)
+    if nt > 1:
+        _same_max_par(xf, y, geo, I0, planes, nt)
+    else:
+        _same_max(xf, y, geo, I0, I0, planes)
+    return from5d(y.reshape(shape), x)
+
+
+@njit(**_JIT)
+def maxpool_rows(x, kernel, strides, pads, dilations, out_shape):
+    xf, y, geo, planes, nt, shape = _setup(x, kernel, strides, pads, dilations, out_shape)
+    if nt > 1:
+        _rows_max_par(xf, y, geo, I0, planes, nt)
+    else:
+        _rows_max(xf, y, geo, I0, I0, planes)
+    return from5d(y.reshape(shape), x)
+
+
+@njit(**_JIT)
+def maxpool_flat(x, kernel, strides, pads, dilations, out_shape):
+    xf, y, geo, planes, nt, shape = _setup(x, kernel, strides, pads, dilations, out_shape)
+    if nt > 1:
+        _flat_max_par(xf, y, geo, I0, planes, nt)
+    else:
+        _flat_max(xf, y, geo, I0, I0, planes)
+    return from5d(y.reshape(shape), x)
+
+
+@njit(**_JIT)
+def avgpool_whole(x, kernel, strides, pads, dilations, out_shape, count_include_pad):
+    xf, y, geo, planes, nt, shape = _setup(x, kernel, strides, pads, dilations, out_shape)
+    cip = np.int64(count_include_pad)
+    if nt > 1:
+        _whole_avg_par(xf, y, geo, cip, planes, nt)
+    else:
+        _whole_avg(xf, y, geo, cip, I0, planes)
+    return from5d(y.reshape(shape), x)
+
+
+@njit(**_JIT)
+def avgpool_same(x, kernel, strides, pads, dilations, out_shape, count_include_pad):
+    xf, y, geo, planes, nt, shape = _setup(x, kernel, strides, pads, dilations, out_shape)
+    cip = np.int64(count_include_pad)
+    if nt > 1:
+        _same_avg_par(xf, y, geo, cip, planes, nt)
+    else:
+        _same_avg(xf, y, geo, cip, I0, planes)
+    return from5d(y.reshape(shape), x)
+
+
+@njit(**_JIT)
+def avgpool_rows(x, kernel, strides, pads, dilations, out_shape, count_include_pad):
+    xf, y, geo, planes, nt, shape = _setup(x, kernel, strides, pads, dilations, out_shape)
+    cip = np.int64(count_include_pad)
+    if nt > 1:
+        _rows_avg_par(xf, y, geo, cip, planes, nt)
+    else:
+        _rows_avg(xf, y, geo, cip, I0, planes)
+    return from5d(y.reshape(shape), x)
+
+
+@njit(**_JIT)
+def avgpool_flat(x, kernel, strides, pads, dilations, out_shape, count_include_pad):
+    xf, y, geo, planes, nt, shape = _setup(x, kernel, strides, pads, dilations, out_shape)
+    cip = np.int64(count_include_pad)
+    if nt > 1:
+        _flat_avg_par(xf, y, geo, cip, planes, nt)
+    else:
+        _flat_avg(xf, y, geo, cip, I0, planes)
+    return from5d(y.reshape(shape), x)
+
+
+MAXPOOL = {"whole": maxpool_whole, "same": maxpool_same, "rows": maxpool_rows,
+           "flat": maxpool_flat}
+AVGPOOL = {"whole": avgpool_whole, "same": avgpool_same, "rows": avgpool_rows,
+           "flat": avgpool_flat}
+
+
+def maxpool(x, kernel, strides, pads, dilations, out_shape):
+    """ONNX MaxPool output Y, from Python (tests, the Python driver): the scheme's entry."""
+    name = scheme(x.shape, x.dtype, kernel, strides, pads, dilations, out_shape)
+    return MAXPOOL[name](x, kernel, strides, pads, dilations, out_shape)
+
+
+def avgpool(x, kernel, strides, pads, dilations, out_shape, count_include_pad):
+    """ONNX AveragePool from Python (tests, the Python driver): the scheme's entry."""
+    name = scheme(x.shape, x.dtype, kernel, strides, pads, dilations, out_shape)
+    return AVGPOOL[name](x, kernel, strides, pads, dilations, out_shape, count_include_pad)
 
 
 @njit(**_JIT)
@@ -758,36 +955,11 @@ def _maxpool_idx5(x, k3, s3, p6, d3, o3, storage_order):
 
 
 @njit(**_JIT)
-def maxpool(x, kernel, strides, pads, dilations, out_shape):
-    """ONNX MaxPool output Y: x (N,C,*S) -> (N,C,*out_shape)."""
-    y = _maxpool5(as5d(x), tup3(kernel, 1), tup3(strides, 1), pads6(pads),
-                  tup3(dilations, 1), tup3(out_shape, 1))
-    return from5d(y, x)
-
-
-@njit(**_JIT)
 def maxpool_with_indices(x, kernel, strides, pads, dilations, out_shape, storage_order):
     """ONNX MaxPool (Y, Indices); Indices flat over (N,C,*S), spatial column-major if storage_order."""
     y, idx = _maxpool_idx5(as5d(x), tup3(kernel, 1), tup3(strides, 1), pads6(pads),
                            tup3(dilations, 1), tup3(out_shape, 1), storage_order)
     return from5d(y, x), from5d(idx, x)
-
-
-@njit(inline="always", **_JIT)
-def _avgpool5(x, k3, s3, p6, d3, o3, count_include_pad):
-    """Mean over valid taps; count_include_pad counts taps inside [-pad_begin, S+pad_end).
-
-    A window with no counted tap gives NaN (0/0).
-    """
-    return _pool5(x, k3, s3, p6, d3, o3, np.bool_(False), np.int64(count_include_pad))
-
-
-@njit(**_JIT)
-def avgpool(x, kernel, strides, pads, dilations, out_shape, count_include_pad):
-    """ONNX AveragePool: x (N,C,*S) -> (N,C,*out_shape); count_include_pad is 0/1."""
-    y = _avgpool5(as5d(x), tup3(kernel, 1), tup3(strides, 1), pads6(pads),
-                  tup3(dilations, 1), tup3(out_shape, 1), count_include_pad)
-    return from5d(y, x)
 
 
 @njit(**_JIT)

@@ -213,18 +213,13 @@ def num_threads(typingctx):
 
 
 def has_avx512():
-    """True when Numba generates code for a CPU with AVX-512F.
+    """True when Numba generates code for a CPU with AVX-512F (``target.host().avx512``).
 
     Without it the kernels still compute correctly, but LLVM splits every <16 x float> into
     narrower vectors and the 24 accumulators spill: callers should use BLAS instead.
     """
-    from numba.core import config
-    if config.CPU_FEATURES is not None:
-        return "+avx512f" in config.CPU_FEATURES.split(",")
-    if config.CPU_NAME not in (None, "host"):
-        return False  # explicit (portable) CPU target: don't guess
-    import llvmlite.binding as ll
-    return bool(ll.get_host_cpu_features().get("avx512f", False))
+    from ..target import host
+    return host().avx512
 
 
 # ----------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Value, const_value
-from ..kernels import conv_packed, conv_s2, sgemm, shapes, winograd
+from ..kernels import conv_packed, conv_s2, pool, sgemm, shapes, winograd
 from ..source import lit
 from ..registry import peephole, register
 from .elementwise import _cast
@@ -266,7 +266,8 @@ def MaxPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape
                                 f"{ctx.lit(int(storage_order))})", x,
                                 outs=[(shape, x.dtype), (shape, np.int64)])
         return [_cast(ctx, y, dtype), idx]   # _cast returns y itself when dtype is y's
-    y = ctx.call(f"__k_pool.maxpool({{0}}, {geometry})", x, shape=shape, dtype=x.dtype)
+    kind = pool.scheme(x.shape, x.dtype, kernel_shape, s, p, d, out)
+    y = ctx.call(f"__k_pool.maxpool_{kind}({{0}}, {geometry})", x, shape=shape, dtype=x.dtype)
     return _cast(ctx, y, dtype)
 
 
@@ -276,7 +277,8 @@ def AveragePool(ctx, x, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dil
     _float_only(ctx, x)
     s, p, d, out = shapes.pool_geometry(auto_pad, x.shape[2:], tuple(kernel_shape), strides,
                                         dilations, pads, ceil_mode)
-    expr = (f"__k_pool.avgpool({{0}}, {ctx.lit(tuple(kernel_shape))}, {ctx.lit(s)}, {ctx.lit(p)}, "
+    kind = pool.scheme(x.shape, x.dtype, kernel_shape, s, p, d, out)
+    expr = (f"__k_pool.avgpool_{kind}({{0}}, {ctx.lit(tuple(kernel_shape))}, {ctx.lit(s)}, {ctx.lit(p)}, "
             f"{ctx.lit(d)}, {ctx.lit(out)}, {ctx.lit(int(count_include_pad))})")
     return ctx.call(expr, x, shape=x.shape[:2] + tuple(out), dtype=x.dtype)
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..kernels import shapes
+from ..kernels import pool, shapes
 from ..registry import register
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -135,7 +135,8 @@ def LpPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=
     pv = ctx.scalar(float(p), x.dtype)
     powered = ctx.elementwise(f"abs({{0}}) ** {pv}", x, dtype=x.dtype)
     # count_include_pad=1 divides every full window by the kernel size: times it gives the sum
-    expr = (f"__k_pool.avgpool({{0}}, {ctx.lit(kernel)}, {ctx.lit(s)}, {ctx.lit(pd)}, "
+    kind = pool.scheme(x.shape, x.dtype, kernel, s, pd, d, out)
+    expr = (f"__k_pool.avgpool_{kind}({{0}}, {ctx.lit(kernel)}, {ctx.lit(s)}, {ctx.lit(pd)}, "
             f"{ctx.lit(d)}, {ctx.lit(out)}, 1)")
     mean = ctx.call(expr, powered, shape=x.shape[:2] + tuple(out), dtype=x.dtype)
     count, inv = ctx.scalar(float(math.prod(kernel)), x.dtype), ctx.scalar(1.0 / p, x.dtype)
