@@ -131,6 +131,59 @@ def test_recurrent_against_ort(op, direction, attrs, with_lens):
     _check(model, _feeds(inputs), oracle="ort")
 
 
+def _const_weight_model(op, inputs, outputs, **attrs):
+    """One node whose W, R (and B) are initializers, as exporters write them: the float32
+    fast kernels (packed weights, fused gates: kernels/rnn.py) take those."""
+    consts = {k: inputs[k] for k in ("W", "R", "B") if inputs.get(k) is not None}
+    names = [k if v is not None else "" for k, v in inputs.items()]
+    while names and not names[-1]:
+        names.pop()
+    node = helper.make_node(op, names, list(outputs), **attrs)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(k, np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for k, v in inputs.items() if v is not None and k not in consts],
+        [helper.make_empty_tensor_value_info(o) for o in outputs if o],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+FAST_CASES = [  # (op, direction, layout, hidden, batch, with lens, attrs)
+    ("LSTM", "forward", 0, 4, 1, False, {}),
+    ("LSTM", "reverse", 0, 20, 3, True, {}),
+    ("LSTM", "bidirectional", 1, 40, 2, False, {}),
+    ("LSTM", "forward", 0, 32, 4, False, {}),
+    ("LSTM", "bidirectional", 0, 20, 5, True, {}),          # batch 5: the generic kernel
+    ("GRU", "forward", 0, 4, 1, False, {}),
+    ("GRU", "forward", 0, 40, 1, False, dict(linear_before_reset=1)),
+    ("GRU", "reverse", 1, 20, 3, False, dict(linear_before_reset=1)),
+    ("GRU", "reverse", 0, 20, 3, True, dict(linear_before_reset=1)),
+    ("GRU", "bidirectional", 0, 40, 2, True, {}),
+    ("GRU", "bidirectional", 0, 32, 4, False, dict(linear_before_reset=1)),
+]
+
+
+@pytest.mark.parametrize("op,direction,layout,hs,batch,with_lens,attrs", FAST_CASES)
+def test_recurrent_constant_weights_fast_path(op, direction, layout, hs, batch, with_lens,
+                                              attrs):
+    """Constant W/R, default activations, no clip, batch <= 4: the packed-weight kernels
+    (lstm_fast / gru_fast), checked against onnxruntime (layout 1, which it refuses: the
+    reference evaluator, which ignores sequence_lens); hidden sizes off and on multiples of 16
+    and over a 128-column GEMV chunk, sequence_lens."""
+    seq = 6
+    lens = (np.arange(batch, dtype=np.int32) % seq + 1)[::-1].copy() if with_lens else None
+    inputs, _ = _rnn_inputs(op, direction, layout, True, F32, seq=seq, batch=batch, ni=7,
+                            hs=hs, lens=lens)
+    model = _const_weight_model(op, inputs, _rnn_outputs(op), hidden_size=hs,
+                                direction=direction, layout=layout, **attrs)
+    feeds = {k: v for k, v in _feeds(inputs).items() if k not in ("W", "R", "B")}
+    _check(model, feeds, oracle="reference" if layout else "ort")
+    from onnxjit.kernels.rnn import FAST_MAX_BATCH, has_avx512
+    source = onnxjit.backend.prepare(model).source()
+    fast = f"{op.lower()}_fast"
+    assert (fast in source) == (batch <= FAST_MAX_BATCH and has_avx512()), source
+
+
 def test_sequence_lens_out_of_range_raises():
     inputs, hs = _rnn_inputs("RNN", "forward", 0, True, F32, lens=np.array([5, 2, 3], np.int32))
     rep = onnxjit.backend.prepare(_model("RNN", inputs, ("Y",), hidden_size=hs))

@@ -112,6 +112,14 @@ def _clip(clip):
     return float("inf") if clip is None or clip <= 0 else float(clip)
 
 
+def _fast(x, w, r, batch, codes, default, clip):
+    """Whether the float32 fast kernels (kernels/rnn.py: W and R packed at prepare time,
+    fused gates) apply: constant weights, small batch, default activations, no clip."""
+    return (x.dtype == np.float32 and w.is_const and r.is_const
+            and batch <= K.FAST_MAX_BATCH and _clip(clip) == float("inf")
+            and all(tuple(c) == default for c in codes) and K.has_avx512())
+
+
 @register("RNN", since=7)
 def RNN(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, activation_alpha=None,
         activation_beta=None, activations=None, clip=None, direction="forward",
@@ -134,6 +142,14 @@ def GRU(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, activation_alp
         ctx, x, w, r, b, sequence_lens, initial_h, 3, direction, hidden_size, layout)
     codes, alphas, betas = _activations(ctx, activations, ["Sigmoid", "Tanh"], nd,
                                         activation_alpha, activation_beta)
+    if _fast(x, w, r, batch, codes, (K.SIGMOID, K.TANH), clip):
+        lbr = bool(linear_before_reset)
+        wp = ctx.constant(K.pack_w_np(w.const, 3))
+        rp = ctx.constant(K.pack_r_np(r.const, 3, 3 if lbr else 2))
+        expr = (f"__k_rnn.gru_fast({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, "
+                f"{ctx.lit(direction == 'reverse')}, {ctx.lit(lbr)})")
+        return _outputs(ctx, expr, [xs, wp, rp, b, h0, lens], (seq, nd, batch, hs), 1, x.dtype,
+                        layout)
     expr = (f"__k_rnn.gru({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, "
             f"{ctx.lit(direction == 'reverse')}, {ctx.lit(codes)}, {ctx.lit(alphas)}, "
             f"{ctx.lit(betas)}, {ctx.lit(_clip(clip))}, {ctx.lit(bool(linear_before_reset))})")
@@ -150,6 +166,13 @@ def LSTM(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=Non
     p = _operand(ctx, p, (nd, 3 * hs), x.dtype, "P")
     codes, alphas, betas = _activations(ctx, activations, ["Sigmoid", "Tanh", "Tanh"], nd,
                                         activation_alpha, activation_beta)
+    if not input_forget and _fast(x, w, r, batch, codes, (K.SIGMOID, K.TANH, K.TANH), clip):
+        wp = ctx.constant(K.pack_w_np(w.const, 4))
+        rp = ctx.constant(K.pack_r_np(r.const, 4, 4))
+        expr = (f"__k_rnn.lstm_fast({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, {{6}}, {{7}}, "
+                f"{ctx.lit(direction == 'reverse')})")
+        return _outputs(ctx, expr, [xs, wp, rp, b, h0, c0, p, lens], (seq, nd, batch, hs), 2,
+                        x.dtype, layout)
     expr = (f"__k_rnn.lstm({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, {{6}}, {{7}}, "
             f"{ctx.lit(direction == 'reverse')}, {ctx.lit(codes)}, {ctx.lit(alphas)}, "
             f"{ctx.lit(betas)}, {ctx.lit(_clip(clip))}, {ctx.lit(bool(input_forget))})")
