@@ -10,7 +10,8 @@ import math
 import numpy as np
 from numba import njit
 
-from .trees import LOGISTIC, NONE, PROBIT, logistic, probit, transform_row
+from .trees import (LOGISTIC, NONE, PROBIT, SOFTMAX, SOFTMAX_ZERO, logistic, probit,
+                    transform_row)
 
 _JIT = dict(cache=True, error_model="numpy")
 # reassociation lets LLVM vectorize the dot products' reductions (NaN and inf still propagate)
@@ -41,6 +42,44 @@ def _sqdist(x, r, w, j):
 # -- LinearClassifier / LinearRegressor -------------------------------------------------------
 
 @njit(**_JIT)
+def transform_rows(z, post):
+    """trees.transform_row over every row of z (float32 [N, K], K >= 2), in one loop nest
+    (a call per row cost as much as the softmax itself)."""
+    n, k = z.shape
+    if post == LOGISTIC:
+        for r in range(n):
+            for j in range(k):
+                z[r, j] = logistic(z[r, j])
+    elif post == PROBIT:
+        for r in range(n):
+            for j in range(k):
+                z[r, j] = probit(z[r, j])
+    elif post == SOFTMAX or post == SOFTMAX_ZERO:
+        for r in range(n):
+            vmax = np.float32(-3.4028234663852886e38)
+            for j in range(k):
+                if z[r, j] > vmax:
+                    vmax = z[r, j]
+            total = np.float32(0)
+            if post == SOFTMAX:
+                for j in range(k):
+                    e = np.float32(math.exp(z[r, j] - vmax))
+                    z[r, j] = e
+                    total += e
+            else:
+                eneg = np.float32(math.exp(-vmax))
+                for j in range(k):
+                    v = z[r, j]
+                    if v > np.float32(1e-7) or v < np.float32(-1e-7):
+                        z[r, j] = np.float32(math.exp(v - vmax))
+                        total += z[r, j]
+                    else:
+                        z[r, j] = v * eneg
+            for j in range(k):
+                z[r, j] = z[r, j] / total
+
+
+@njit(**_JIT)
 def linear_classifier(x, coef, intercepts, labels, post, add_second):
     """(label int64 [N], scores float32 [N, K]) of LinearClassifier as ORT computes them:
     scores = x . coef^T + intercepts; one target: label labels[1] if its score > 0 else
@@ -52,12 +91,9 @@ def linear_classifier(x, coef, intercepts, labels, post, add_second):
     k = 2 if add_second else t
     y = np.empty(n, np.int64)
     z = np.empty((n, k), np.float32)
-    s = np.empty(t, np.float32)
     for r in range(n):
-        for j in range(t):
-            s[j] = np.float32(_dot(x, r, coef, j) + intercepts[j])
         if t == 1:
-            v = s[0]
+            v = np.float32(_dot(x, r, coef, 0) + intercepts[0])
             y[r] = labels[1] if v > 0 else labels[0]
             if post == LOGISTIC:
                 v = logistic(v)
@@ -70,14 +106,13 @@ def linear_classifier(x, coef, intercepts, labels, post, add_second):
                 z[r, 0] = v
             continue
         best = 0
-        for j in range(1, t):
-            if s[j] > s[best]:
+        for j in range(t):
+            z[r, j] = np.float32(_dot(x, r, coef, j) + intercepts[j])
+            if z[r, j] > z[r, best]:
                 best = j
         y[r] = labels[best]
-        if post != NONE:
-            transform_row(s, post)
-        for j in range(t):
-            z[r, j] = s[j]
+    if t > 1 and post != NONE:
+        transform_rows(z, post)
     return y, z
 
 
@@ -88,17 +123,13 @@ def linear_regressor(x, coef, intercepts, post):
     n = x.shape[0]
     t = coef.shape[0]
     z = np.empty((n, t), np.float32)
-    s = np.empty(t, np.float32)
     for r in range(n):
         for j in range(t):
-            s[j] = np.float32(_dot(x, r, coef, j) + intercepts[j])
-        if t == 1:
-            z[r, 0] = probit(s[0]) if post == PROBIT else s[0]
-            continue
-        if post != NONE:
-            transform_row(s, post)
-        for j in range(t):
-            z[r, j] = s[j]
+            z[r, j] = np.float32(_dot(x, r, coef, j) + intercepts[j])
+        if t == 1 and post == PROBIT:
+            z[r, 0] = probit(z[r, 0])
+    if t > 1 and post != NONE:
+        transform_rows(z, post)
     return z
 
 
