@@ -5,8 +5,9 @@ front end   lower.py    specialize (shared with the CPU target) with CUDA loweri
 plan        ..plan      fused elementwise groups (shared)
 emit        fused.py    fused groups -> generated @cuda.jit kernels (codegen_templates/cuda_*)
             launch.py   planned kernels -> launch records (kernel, grid, block, arguments)
-kernels     kernels/    hand-written numba.cuda kernels; cublas.py: CuPy's cuBLAS GEMMs
-run         runtime.py  device buffers, pool, stream; rep.py the BackendRep
+kernels     kernels/    hand-written numba.cuda kernels; cublas.py: cuBLAS GEMMs (libcublas)
+run         runtime.py  buffers bound once per signature, launches replayed as a CUDA graph;
+                        rep.py the BackendRep
 target      target.py   the target description (device, simulator, launch shapes, GEMM route)
 """
 from __future__ import annotations
