@@ -32,9 +32,10 @@ def _dot(x, r, w, j):
 
 @njit(**_DOT)
 def _sqdist(x, r, w, j):
-    acc = 0.0
+    """|x[r] - w[j]|^2 in float32, as ORT's RBF kernel."""
+    acc = np.float32(0)
     for c in range(x.shape[1]):
-        d = np.float64(np.float32(x[r, c])) - np.float64(w[j, c])
+        d = np.float32(x[r, c]) - w[j, c]
         acc += d * d
     return acc
 
