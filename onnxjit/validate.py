@@ -110,6 +110,7 @@ def _check_nodes(model, opsets):
         if domain in ("", "ai.onnx"):
             _check_schema(node, opsets, ctx)
             _check_values(node, opsets)
+            _check_before_inference(node)
 
 
 def _all_nodes(graph):
@@ -165,6 +166,17 @@ def _check_values(node, opsets):
         if allowed is not None and attr.i not in allowed:
             raise ModelError(f"{_describe(node)}: attribute {attr.name}={attr.i}, but "
                              f"{node.op_type} allows only {' or '.join(map(str, allowed))}")
+
+
+def _check_before_inference(node):
+    """What onnx's own shape inference does not survive (it aborts the process)."""
+    if node.op_type == "Split":
+        n = next((a.i for a in node.attribute if a.name == "num_outputs"), None)
+        if n is not None and (n != len(node.output) or n < 1):
+            raise ModelError(f"{_describe(node)}: num_outputs={n}, but the node has "
+                             f"{len(node.output)} output(s)")
+        if n is not None and len(node.input) > 1 and node.input[1]:
+            raise ModelError(f"{_describe(node)}: both num_outputs and the split input are given")
 
 
 def _first_line(exc):

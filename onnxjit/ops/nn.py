@@ -30,6 +30,27 @@ def _kernel_shape(ctx, x, w, kernel_shape):
     return tuple(w.shape[2:])
 
 
+def _check_groups(ctx, x, w, b, group, transpose):
+    """X [N, C, ...], W [M, C/group, k...] (ConvTranspose: [C, M/group, k...]), B [M]."""
+    group = int(group)
+    if x.rank < 3 or w.rank != x.rank:
+        ctx.fail(f"X has rank {x.rank} and W rank {w.rank}: both must be the same, 3 or more")
+    c = x.shape[1]
+    if group < 1 or c % group:
+        ctx.fail(f"group={group} does not divide the {c} input channels")
+    if transpose:
+        if w.shape[0] != c:
+            ctx.fail(f"W has {w.shape[0]} input channels, X has {c}")
+        m = w.shape[1] * group
+    else:
+        m = w.shape[0]
+        if w.shape[1] * group != c or m % group:
+            ctx.fail(f"W {list(w.shape)} with group={group} does not fit X's {c} channels "
+                     f"(W's dim 1 must be {c // group}, dim 0 a multiple of {group})")
+    if b is not None and (b.rank != 1 or b.shape[0] != m):
+        ctx.fail(f"B has shape {list(b.shape)}, expected [{m}]")
+
+
 def _bias(ctx, b, channels, dtype):
     return b if b is not None else ctx.constant(np.zeros(channels, dtype))
 
@@ -38,6 +59,7 @@ def _bias(ctx, b, channels, dtype):
 def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
          pads=None, strides=None):
     _float_only(ctx, x, w, b)
+    _check_groups(ctx, x, w, b, group, transpose=False)
     kernel = _kernel_shape(ctx, x, w, kernel_shape)
     s, p, d, out = shapes.conv_geometry(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
     shape = (x.shape[0], w.shape[0]) + tuple(out)
@@ -240,6 +262,7 @@ def ConvTranspose(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1,
                   kernel_shape=None, output_padding=None, output_shape=None, pads=None,
                   strides=None):
     _float_only(ctx, x, w, b)
+    _check_groups(ctx, x, w, b, group, transpose=True)
     kernel = _kernel_shape(ctx, x, w, kernel_shape)
     s, p, d, out = shapes.conv_transpose_geometry(auto_pad, x.shape[2:], kernel, strides,
                                                   dilations, pads, output_padding, output_shape)
