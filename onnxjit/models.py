@@ -245,6 +245,25 @@ def gbm_regressor(rows=100, trees=200, depth=5, features=30):
     return _tree_model("gbm_regressor", node, features, rows, "y", [rows, 1])
 
 
+def logistic_regression(rows=1000, features=100, classes=3):
+    """A multinomial logistic regression as skl2onnx writes one (LinearClassifier under SOFTMAX,
+    then Normalizer L1; its ZipMap left out, so the output is the probability tensor)."""
+    rng = np.random.default_rng(SEED + 2)
+    coef = (rng.standard_normal(classes * features) * 0.1).astype(np.float32)
+    lin = helper.make_node("LinearClassifier", ["x"], ["label", "probability_tensor"],
+                           domain="ai.onnx.ml", name="LinearClassifier",
+                           classlabels_ints=list(range(classes)), coefficients=coef.tolist(),
+                           intercepts=rng.standard_normal(classes).astype(np.float32).tolist(),
+                           multi_class=1, post_transform="SOFTMAX")
+    norm = helper.make_node("Normalizer", ["probability_tensor"], ["probabilities"],
+                            domain="ai.onnx.ml", name="Normalizer", norm="L1")
+    graph = helper.make_graph([lin, norm], "logistic_regression", [_f32("x", [rows, features])],
+                              [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT,
+                                                             [rows, classes])])
+    return helper.make_model(graph, producer_name="onnxjit.models", opset_imports=[
+        helper.make_opsetid("", OPSET), helper.make_opsetid("ai.onnx.ml", 1)])
+
+
 
 # -- model families beyond the classic suite (issue 20): RNNs, mobile CNNs, detectors, int8 -----
 def _bias(b, n, scale=0.01):
@@ -436,15 +455,19 @@ def seg_decoder(size=320, widths=(16, 32, 64, 128), fpn=64):
 
 def _qdense(b, x, n_in, n_out):
     """A dense layer as onnxruntime's quantize_dynamic writes it: DynamicQuantizeLinear of the
-    activations (uint8), MatMulInteger with int8 weights, Cast, Mul by both scales, Add bias."""
+    activations (uint8; one per input tensor), MatMulInteger with int8 weights, Cast, Mul by
+    both scales, Add bias."""
     w = b.rng.standard_normal((n_in, n_out)) * math.sqrt(2.0 / n_in)
     w_scale = np.float32(np.abs(w).max() / 127.0)
     wq = b.const("w_q", np.clip(np.round(w / w_scale), -127, 127).astype(np.int8))
     w_zp = b.const("w_zp", np.array(0, np.int8))
-    qname = b.fresh("dql")
-    q, scale, zp = qname + "_y", qname + "_scale", qname + "_zp"
-    b.nodes.append(helper.make_node("DynamicQuantizeLinear", [x], [q, scale, zp],
-                                    name=qname + "_node"))
+    quantized = b.__dict__.setdefault("quantized", {})   # one DynamicQuantizeLinear per input,
+    if x not in quantized:                                # as quantize_dynamic shares them
+        qname = b.fresh("dql")
+        quantized[x] = (qname + "_y", qname + "_scale", qname + "_zp")
+        b.nodes.append(helper.make_node("DynamicQuantizeLinear", [x], list(quantized[x]),
+                                        name=qname + "_node"))
+    q, scale, zp = quantized[x]
     acc = b.op("MatMulInteger", [q, wq, zp, w_zp])
     s = b.op("Mul", [scale, b.const("w_scale", np.array(w_scale, np.float32))])
     y = b.op("Mul", [b.op("Cast", [acc], to=TensorProto.FLOAT), s])
@@ -619,7 +642,8 @@ def light_model(name, weights="random"):
 
 BUILDERS = {"one_node": one_node, "elementwise_chain": elementwise_chain, "mlp": mlp,
             "transformer_block": transformer_block, "small_cnn": small_cnn,
-            "forest_classifier": forest_classifier, "gbm_regressor": gbm_regressor}
+            "forest_classifier": forest_classifier, "gbm_regressor": gbm_regressor,
+            "logistic_regression": logistic_regression}
 # the families of issue 20 (RNNs, mobile CNNs, detectors, a tiny stateful step, int8)
 BUILDERS.update({"lstm": lstm, "gru": gru, "tiny_stateful": tiny_stateful,
                  "mobilenet": mobilenet, "yolo_csp": yolo_csp, "seg_decoder": seg_decoder,

@@ -139,6 +139,45 @@ def test_matmul_integer(shapes, types):
            {k: v for k, v in feeds.items() if not k.startswith("_skip")})
 
 
+# (a shape, b shape, b dtype, a zero point given, b zero point)
+CONST_MATMULS = [((7, 10), (10, 33), I8, True, None), ((1, 13, 64), (64, 40), I8, True, 0),
+                 ((6, 9), (9, 32), U8, False, 131), ((2, 5, 5), (5, 3), U8, True, 7),
+                 ((12, 1030), (1030, 17), I8, True, -3)]
+
+
+@pytest.mark.parametrize("ashape,bshape,btype,with_az,bz", CONST_MATMULS)
+def test_matmul_integer_constant_weights(ashape, bshape, btype, with_az, bz):
+    """uint8 activations by constant int8/uint8 weights (as quantize_dynamic writes them): the
+    VNNI kernel (kernels/qgemm.py) where the CPU has it; exact against the reference. Row
+    counts off the 6-row kernel, K off multiples of 4, N off multiples of 32."""
+    feeds = {"a": _ints(ashape, U8, 1)}
+    if with_az:
+        feeds["az"] = _ints((), U8, 3)
+    consts = {"b": _ints(bshape, btype, 2)}
+    if bz is not None:
+        consts["bz"] = np.array(bz, btype)
+    node = helper.make_node("MatMulInteger", ["a", "b", "az" if with_az else "",
+                                              "bz" if bz is not None else ""], ["y0"])
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(k, np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for k, v in feeds.items()],
+        [helper.make_tensor_value_info("y0", 0, None)],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
+    _check(model, feeds)
+    from onnxjit.kernels.qgemm import has_vnni
+    source = onnxjit.backend.prepare(model).source()
+    assert ("qgemm_u8s8" in source) == has_vnni()
+
+
+def test_dynamic_quantize_linear_long_input():
+    """Inputs of 64 or more elements take the 16-lane min/max loop (remainder included)."""
+    x = (np.random.default_rng(5).standard_normal(1000) * 3 + 0.5).astype(F32)
+    for v in (x, x[:67], np.abs(x), -np.abs(x[:80])):
+        _check(_model("DynamicQuantizeLinear", {"x": v}, n_out=3, opset=11), {"x": v})
+
+
 @pytest.mark.parametrize("shapes", [((2, 4), (4, 3)), ((2, 2, 4), (2, 4, 3)), ((5, 6), (6, 7))])
 @pytest.mark.parametrize("dtype", [U8, I8])
 def test_qlinear_matmul(shapes, dtype):

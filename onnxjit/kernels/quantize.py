@@ -1,6 +1,9 @@
 """Quantization kernels: saturating round-to-integer, blocked scale expansion, dynamic quantize."""
 import numpy as np
 from numba import njit
+from numba.extending import intrinsic
+
+from .sgemm import _vload, _vstore, _vzero, f32x16
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -30,17 +33,56 @@ def block_expand(v, n, block):
     return out
 
 
+def _select_op(name, pred):
+    """An intrinsic: lane-wise (v pred acc) ? v : acc on <16 x float> (a NaN lane keeps acc)."""
+    def op(typingctx, acc, v):
+        def codegen(context, builder, sig, args):
+            return builder.select(builder.fcmp_ordered(pred, args[1], args[0]), args[1], args[0])
+        return f32x16(f32x16, f32x16), codegen
+    op.__name__ = op.__qualname__ = name
+    return intrinsic(op)
+
+
+_vmax_q = _select_op("_vmax_q", ">")
+_vmin_q = _select_op("_vmin_q", "<")
+
+
+@njit(**_JIT)
+def _range(x):
+    """(max(0, max x), min(0, min x)) of flat float32 x, NaNs ignored; 16 lanes at a time."""
+    n = x.size
+    zero = np.float32(0)
+    hi, lo = zero, zero
+    i = 0
+    if n >= 64:
+        vh, vl = _vzero(), _vzero()
+        while i + 16 <= n:
+            v = _vload(x, i)
+            vh = _vmax_q(vh, v)
+            vl = _vmin_q(vl, v)
+            i += 16
+        t = np.empty(32, np.float32)
+        _vstore(t, 0, vh)
+        _vstore(t, 16, vl)
+        for j in range(16):
+            if t[j] > hi:
+                hi = t[j]
+            if t[16 + j] < lo:
+                lo = t[16 + j]
+    for k in range(i, n):
+        # max(0, max(x)) and min(0, min(x)): the range always contains 0
+        if x[k] > hi:
+            hi = x[k]
+        if x[k] < lo:
+            lo = x[k]
+    return hi, lo
+
+
 @njit(**_JIT)
 def dynamic_quantize(x, shape):
     """DynamicQuantizeLinear on flat float32 x: (y uint8 of `shape`, scale, zero point), 0-d."""
     zero = np.float32(0)
-    hi, lo = zero, zero
-    for i in range(x.size):
-        # max(0, max(x)) and min(0, min(x)): the range always contains 0
-        if x[i] > hi:
-            hi = x[i]
-        if x[i] < lo:
-            lo = x[i]
+    hi, lo = _range(x)
     q = np.float32(255)
     scale = np.float32(1) / q if hi == lo else np.float32(hi - lo) / q
     zpf = np.float32(zero - lo / scale)
@@ -48,7 +90,12 @@ def dynamic_quantize(x, shape):
     zp = np.rint(zpf)
     y = np.empty(x.size, np.uint8)
     for i in range(x.size):
-        y[i] = np.uint8(saturate(x[i] / scale, zp, 0.0, 255.0))
+        # rint(x / scale) + zp saturated to [0, 255], NaN to 0, branch-free (vectorizes);
+        # in float32: the same values as in float64 (rint is exact, |v| < 2^24 or clamped)
+        v = np.rint(x[i] / scale) + zp
+        v = v if v >= zero else zero
+        v = v if v <= q else q
+        y[i] = np.uint8(np.int32(v))
     s = np.empty((), np.float32)
     s[()] = scale
     z = np.empty((), np.uint8)
