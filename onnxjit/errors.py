@@ -25,6 +25,15 @@ class LoweringError(OnnxJitError, ValueError):
     """A node cannot be specialized for the given input shapes and types."""
 
 
+class DataDependent(LoweringError):
+    """A node needs, at compile time, a value computed at run time (NonZero's output shape,
+    TopK's k computed from data, ...): the staged driver (staged.py) cuts the graph there."""
+
+    def __init__(self, message, node=None):
+        super().__init__(message)
+        self.node = node
+
+
 class KernelError(OnnxJitError, IndexError):
     """A compiled kernel refused its data (an index out of range, for instance)."""
 

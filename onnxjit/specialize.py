@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 
 from . import registry, validate
-from .errors import LoweringError, ModelError, NeedsInputValue, UnsupportedOpError
+from .errors import DataDependent, LoweringError, ModelError, NeedsInputValue, UnsupportedOpError
 from .ir import COMPILABLE_DTYPES, Value, attributes, const_value, initializers
 from .source import dtype_src, lit, scalar_lit
 
@@ -164,8 +164,13 @@ class LoweringContext:
         source = self._small_input_source(value)
         if source is not None:
             raise NeedsInputValue(source.name)
-        self.fail(f"the {what} input must be known at compile time (a constant, an initializer "
-                  "or computed from small graph inputs), but it is computed at run time")
+        self.data_dependent(f"the {what} input must be known at compile time (a constant, an "
+                            "initializer or computed from small graph inputs), but it is "
+                            "computed at run time")
+
+    def data_dependent(self, message):
+        """Raise DataDependent naming this node: the graph is cut before it (staged.py)."""
+        raise DataDependent(f"{self.node.op_type} node {self.node.name!r}: {message}", self.node)
 
     def _small_input_source(self, value, limit=64):
         """A non-constant graph input that `value` is computed from, if every leaf of its

@@ -544,5 +544,5 @@ def Range(ctx, start, limit, delta):
 
 @register("NonZero", 9)
 def NonZero(ctx, x):
-    ctx.fail("NonZero on a run-time input has a data-dependent output shape; "
+    ctx.data_dependent("NonZero on a run-time input has a data-dependent output shape; "
              "only constant inputs are supported")
