@@ -25,7 +25,7 @@ import numpy as np
 import onnx
 from onnx import checker, defs, shape_inference
 
-from .errors import LimitError, ModelError
+from .errors import LimitError, LoweringError, ModelError
 
 DEFAULT_MAX_ELEMENTS = 2 ** 31
 DEFAULT_MAX_NESTING = 16
@@ -300,9 +300,12 @@ def check_outputs(node, outputs):
         shape = getattr(value, "shape", None)
         if shape is None:
             continue
+        if any(int(d) < 0 for d in shape):
+            raise LoweringError(f"{_describe(node)}: {name!r} would have the negative "
+                                f"dimension(s) of shape {[int(d) for d in shape]}")
         size = 1
         for d in shape:
-            size *= max(int(d), 0)
+            size *= int(d)
         if size > most:
             raise LimitError(_too_large(_describe(node), name, size, most))
 

@@ -26,7 +26,8 @@ def test_fixed_seed_sample_has_no_findings():
     assert {c["kind"] for c in cases} == set(fuzz.KINDS)
     results = fuzz.run_cases(cases, jobs=1, timeout=60, prepare_timeout=600)
     counts = fuzz.summarize(results)
-    findings = [r for r in results if r["outcome"] in fuzz.FINDINGS]
+    findings = [(r["index"], r["base"], r["mutation"], r["outcome"], r["detail"])
+                for r in results if r["outcome"] in fuzz.FINDINGS]
     assert findings == [], findings
     # The harness compared outputs, not only errors: most cases ran on both sides.
     assert counts["agree"] >= SAMPLE // 3, counts

@@ -86,7 +86,8 @@ def Attention(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None,
     v4 = _kv(ctx, past_value, _heads(ctx, v, kv_num_heads, "V"), "past_value")
     nb, hq, sq, d = q4.shape
     hkv, skv = k4.shape[1], k4.shape[2]
-    if k4.shape[0] != nb or v4.shape[:3] != k4.shape[:3] or k4.shape[3] != d or hq % hkv:
+    if (k4.shape[0] != nb or v4.shape[:3] != k4.shape[:3] or k4.shape[3] != d or not hkv
+            or hq % hkv):
         ctx.fail(f"incompatible Q {q4.shape}, K {k4.shape}, V {v4.shape}")
     if nonpad_kv_seqlen is not None and (nonpad_kv_seqlen.dtype != np.int64
                                          or nonpad_kv_seqlen.shape != (nb,)):

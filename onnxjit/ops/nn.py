@@ -24,6 +24,8 @@ def _float_only(ctx, *values):
 
 def _kernel_shape(ctx, x, w, kernel_shape):
     if kernel_shape is not None:
+        if w is not None and tuple(kernel_shape) != tuple(w.shape[2:]):
+            ctx.fail(f"kernel_shape {list(kernel_shape)} does not match W's {list(w.shape[2:])}")
         return tuple(kernel_shape)
     if w is None:
         ctx.fail("kernel_shape is required")
