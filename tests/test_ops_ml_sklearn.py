@@ -257,3 +257,12 @@ def test_zipmap_rows_are_plain_python():
     assert [type(s) for s in label] == [str] * 3
     assert all(type(v) is float for row in probs for v in row.values())
     assert all(abs(sum(row.values()) - 1) < 1e-5 for row in probs)
+
+
+def test_python_edge_names_are_the_zipmap_outputs_and_dict_inputs():
+    from onnxjit.ops.ml import python_edge_names
+    from test_ops_ml_linear import dict_vectorizer_model
+    rng = np.random.default_rng(0)
+    assert python_edge_names(CASES["logreg_multi_str"](rng).graph) == {"output_probability"}
+    assert python_edge_names(CASES["svr"](rng).graph) == set()
+    assert python_edge_names(dict_vectorizer_model(TensorProto.STRING, F, ["a"]).graph) == {"x"}

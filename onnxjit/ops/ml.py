@@ -588,3 +588,21 @@ def DictVectorizer(ctx, x, int64_vocabulary=None, string_vocabulary=None):
             raise TypeError(f"DictVectorizer: expected a dict, got {type(m).__name__}")
         return np.array([[m.get(k, 0) for k in vocab]], dtype)
     return ctx.python_input(x, dense, (1, width), dtype, tag="dense")
+
+
+def python_edge_names(graph):
+    """Names of the graph's non-tensor inputs and outputs these lowerings handle in Python at
+    the compiled graph's edges: ZipMap's sequence-of-maps outputs and DictVectorizer's map
+    inputs (read by nothing else). A driver deciding which graphs need non-tensor handling of
+    its own (sequences, optionals) should leave these to the compiled path."""
+    made_by_zipmap = {o for n in graph.node if n.op_type == "ZipMap" and n.domain == ML
+                      for o in n.output}
+    readers = {}
+    for n in graph.node:
+        for name in n.input:
+            readers.setdefault(name, []).append(n)
+    outputs = {o.name for o in graph.output if o.name in made_by_zipmap}
+    inputs = {i.name for i in graph.input if i.type.HasField("map_type") and readers.get(i.name)
+              and all(r.op_type == "DictVectorizer" and r.domain == ML
+                      for r in readers[i.name])}
+    return outputs | inputs
