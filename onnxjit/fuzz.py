@@ -7,13 +7,17 @@ zero-size dimensions (the declared shapes made symbolic), NaN, +-Inf, huge and o
 integer values, integer attributes nudged (also out of range), float/int dtype swaps; and random
 small graphs. A case's model and inputs depend only on (seed, index). Each case runs in a worker
 process (a pool: a worker that crashes or hangs is replaced), first under the reference, then
-under onnxjit, then (when they disagree) under ONNX Runtime. Outcomes:
+under onnxjit, then (when they disagree) under ONNX Runtime; a case the reference takes too long
+on runs again under onnxjit alone. onnxjit's own errors are those of onnxjit.errors and the
+IndexError("Op: ... out of range") a compiled kernel raises for an index out of range. Outcomes:
 
   agree          onnxjit and the reference (or ONNX Runtime, breaking a tie) give the same outputs
   both refuse    the reference and onnxjit both raise (onnxjit with one of its own errors)
-  clear refusal  the reference answers, onnxjit raises one of its own errors (onnxjit.errors)
-  ref refuses    the reference raises and onnxjit answers, with nothing to say who is right
-  skip           the reference crashed or hung, or the case could not be built
+  clear refusal  the reference answers, onnxjit raises one of its own errors
+  ref refuses    the reference raises and onnxjit answers, and ONNX Runtime either cannot run the
+                 model or answers otherwise: no verdict
+  skip           the reference crashed or took too long (onnxjit, run alone, neither crashed,
+                 hung nor raised an unclean error), or no mutation applied
   CRASH          the worker died while onnxjit prepared or ran the case (a segfault, an abort)
   HANG           onnxjit took longer than the timeout
   WRONG          onnxjit answers differently from the reference and ONNX Runtime, or answers a
@@ -436,7 +440,11 @@ def _worker(conn, quiet):
         if case is None:
             return
         model, inputs = case["model"], case["inputs"]
-        conn.send(("reference", _attempt(_run_reference, model, inputs)))
+        if case.get("no_reference"):     # it ran past the timeout before: onnxjit alone
+            conn.send(("reference", {"error": {"type": "timeout", "onnxjit": False,
+                                               "message": "the reference took too long"}}))
+        else:
+            conn.send(("reference", _attempt(_run_reference, model, inputs)))
         conn.send(("prepare", None))
         result = _attempt(_run_onnxjit, model, inputs, lambda p: conn.send((p, None)))
         conn.send(("onnxjit", result))
@@ -499,16 +507,23 @@ def classify(ref, jit, ort=None):
         return "UNCLEAN", f"{jit_err['type']}: {jit_err['message']}"
     if "error" in ref:
         if jit_err is not None:
+            if ref["error"]["type"] == "timeout":
+                return "clear refusal", jit_err["message"]
             return "both refuse", jit_err["message"]
         if ort is None:
             return None, "ask ort"
         if "ok" in ort:
             diff = compare(ort["ok"], jit["ok"])
             if diff is None:
-                return "agree", "ONNX Runtime agrees (the reference refused)"
+                return "agree", "ONNX Runtime agrees (the reference refused or took too long)"
+            if ref["error"]["type"] == "timeout":
+                return "skip", f"the reference took too long; ONNX Runtime differs: {diff}"
             # One oracle refuses, the other answers otherwise: no verdict either way.
             return "ref refuses", f"{ref['error']['message'][:150]}; ONNX Runtime differs: {diff}"
-        if "NOT_IMPLEMENTED" in ort["error"]["message"] or "NotImplemented" in ort["error"]["type"]:
+        if ref["error"]["type"] == "timeout":
+            return "skip", f"the reference took too long; ONNX Runtime: {ort['error']['message'][:150]}"
+        if ("NOT_IMPLEMENTED" in ort["error"]["message"] or "NotImplemented" in ort["error"]["type"]
+                or ort["error"]["type"] in ("hang", "crash")):
             return "ref refuses", ref["error"]["message"]
         return "WRONG", (f"answers a model the reference ({ref['error']['message']}) and ONNX "
                          f"Runtime ({ort['error']['message'][:150]}) refuse")
@@ -595,7 +610,8 @@ def run_cases(cases, jobs=1, timeout=60.0, prepare_timeout=300.0, quiet=True, pr
             for worker in workers:
                 if worker not in active and pending:
                     case = pending.popleft()
-                    worker.conn.send({"model": case["model"], "inputs": case["inputs"]})
+                    worker.conn.send({"model": case["model"], "inputs": case["inputs"],
+                                      "no_reference": case.get("no_reference", False)})
                     active[worker] = _Job(case, timeout, prepare_timeout)
             now = time.monotonic()
             soonest = min(job.deadline for job in active.values())
@@ -648,7 +664,9 @@ def run_cases(cases, jobs=1, timeout=60.0, prepare_timeout=300.0, quiet=True, pr
                 job = active[worker]
                 if now >= job.deadline:
                     if job.stage == "reference":
-                        finish(worker, "skip", f"the reference took over {job.timeout:g} s")
+                        # Run the case again, onnxjit alone: a crash or hang still counts.
+                        active.pop(worker)
+                        pending.appendleft(dict(job.case, no_reference=True))
                     elif job.stage == "ort":
                         finish(worker, *classify(job.ref, job.jit, {"error": {
                             "type": "hang", "message": "ONNX Runtime hung", "onnxjit": False}}))
