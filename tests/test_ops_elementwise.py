@@ -386,3 +386,28 @@ def test_fast_float32_erf_is_accurate_and_keeps_nan_inf():
     exact = np.array([math.erf(v) if v == v else np.nan for v in x.astype(np.float64)])
     np.testing.assert_allclose(got, exact, rtol=1e-6, atol=5e-7)
     assert np.isnan(got[-5]) and got[-4] == 1 and got[-3] == -1
+
+
+def test_sigmoid_float32_vectorized_form():
+    """float32 Sigmoid (and SiLU, x * sigmoid(x)) uses kernels/scalar.sigmoid_f32, a
+    polynomial exp that vectorizes: within a few ulp of float64's value over the whole range,
+    exactly 0 / 1 / NaN at -inf / +inf / NaN, tiny values relative to their size."""
+    x = np.concatenate([np.linspace(-90, 90, 4001), np.linspace(-1e-3, 1e-3, 101),
+                        [-np.inf, np.inf, np.nan, -87.0, -80.0, 20.0, 1e-30]]).astype(np.float32)
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])]
+    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [x.size])  # noqa: E731
+    model = helper.make_model(helper.make_graph(nodes, "g", [vi("x")], [vi("s"), vi("y")]),
+                              opset_imports=[helper.make_opsetid("", 21)])
+    s, y = onnxjit.backend.prepare(model).run([x])
+    x64 = x.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = 1.0 / (1.0 + np.exp(-x64))
+    normal = want > 1.2e-38
+    np.testing.assert_allclose(s[normal], want[normal], rtol=5e-7)
+    assert np.all(np.abs(s[~normal & ~np.isnan(x)] - want[~normal & ~np.isnan(x)]) < 1e-38)
+    assert s[-7] == 0.0 and s[-6] == 1.0 and np.isnan(s[-5])
+    finite = np.isfinite(x)
+    np.testing.assert_allclose(y[finite], (x64 * want)[finite], rtol=5e-7, atol=1e-35)
+    assert np.isnan(y[-7]) and y[-6] == np.inf and np.isnan(y[-5])   # -inf * 0, inf * 1, NaN
+    ref_s, ref_y = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_allclose(s, ref_s, rtol=1e-6, atol=1e-37)

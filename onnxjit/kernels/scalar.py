@@ -7,7 +7,9 @@ Integer helpers take 64-bit operands (the lowering widens), so each has one oper
 import math
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 _I32_MIN = np.int32(-2147483648)
 _I64_MIN = np.int64(-9223372036854775808)
@@ -191,3 +193,46 @@ def erf_f32(a):
     q = x2 * q + np.float32(-1.42647390514189e-02)
     r = x * p / q
     return r if a == a else np.float32(a)
+
+
+# ---- float32 exp / sigmoid that vectorize (no libm call, no branch) --------------------------
+@intrinsic
+def _f32_from_bits(typingctx, i):
+    """The float32 whose bit pattern is the int32 `i`."""
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return types.float32(types.int32), codegen
+
+
+_EXP_LO, _EXP_HI = np.float32(-87.33654), np.float32(88.37626)
+_LOG2E, _HALF, _ONE = np.float32(1.44269504088896341), np.float32(0.5), np.float32(1.0)
+_LN2_HI, _LN2_LO = np.float32(0.693359375), np.float32(-2.12194440e-4)
+_P0, _P1, _P2 = np.float32(1.9875691500e-4), np.float32(1.3981999507e-3), np.float32(8.3334519073e-3)
+_P3, _P4, _P5 = np.float32(4.1665795894e-2), np.float32(1.6666665459e-1), np.float32(5.0000001201e-1)
+_I127 = np.int32(127)
+
+
+@njit(cache=True, inline="always")
+def exp_f32(x):
+    """exp of a float32 (Cephes expf: 2^n * p(r), ~2 ulp; x clamped to [-87.3, 88.4], so
+    the result stays finite and normal; NaN stays NaN). Branch-free: a fused loop vectorizes."""
+    x = _EXP_LO if x < _EXP_LO else x
+    x = _EXP_HI if x > _EXP_HI else x
+    fx = np.floor(x * _LOG2E + _HALF)
+    r = x - fx * _LN2_HI - fx * _LN2_LO
+    p = ((((_P0 * r + _P1) * r + _P2) * r + _P3) * r + _P4) * r + _P5
+    y = p * (r * r) + r + _ONE
+    return y * _f32_from_bits((np.int32(fx) + _I127) << np.int32(23))
+
+
+_INF32, _EXP_MAX = np.float32(np.inf), np.float32(88.72283)
+
+
+@njit(cache=True, inline="always")
+def sigmoid_f32(x):
+    """1 / (1 + exp(-x)) of a float32, vectorizable (see exp_f32); within ~3 ulp; exactly 0
+    where exp(-x) overflows (x < -88.7, -inf), 1 for large x, NaN for NaN."""
+    t = -x
+    e = exp_f32(t)
+    e = _INF32 if t > _EXP_MAX else e
+    return _ONE / (_ONE + e)
