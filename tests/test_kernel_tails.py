@@ -41,7 +41,7 @@ def _close(got, want, scale, what, tol=4e-6):
 
 
 # -- sgemm: 12/8/4/1-row micro-kernels over 32-column panels (unmasked vectors) ---------------
-M_TAILS = [1, 2, 3, 4, 5, 7, 8, 9, 11, 12, 13, 16, 20, 23, 24, 25]
+M_TAILS = [0, 1, 2, 3, 4, 5, 7, 8, 9, 11, 12, 13, 16, 20, 23, 24, 25]
 N_TAILS = [1, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65]
 K_TAILS = [1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33]
 
@@ -97,7 +97,7 @@ def test_sgemm_block_k_blocks_and_sub_blocks():
 def test_sgemm_packed_tails():
     """The public entry (its scratch and trimming copy) at the same tails, against numpy."""
     rng = np.random.default_rng(2)
-    for m in [1, 4, 11, 13]:
+    for m in [0, 1, 4, 11, 13]:
         for k in [0, 1, 5, 17]:
             for n in N_TAILS:
                 a = rng.standard_normal((m, k)).astype(np.float32)
@@ -109,7 +109,7 @@ def test_sgemm_packed_tails():
 
 # -- conv1x1 GEMM: masked loads and stores on the ragged column tile ----------------------------
 NCOLS = [0, 1, 2, 15, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64, 65, 97]
-ROWS = [1, 3, 4, 5, 8, 11, 12, 13, 20, 31, 32, 33, 45]
+ROWS = [0, 1, 3, 4, 5, 8, 11, 12, 13, 20, 31, 32, 33, 45]
 
 
 def _gemm_cols_case(rng, m, kk, ncols, act, has_res, pad=19):
@@ -165,7 +165,8 @@ def test_conv1x1_packed_tails():
     """The public 1x1 Conv (streamed and small-H*W paths) at tail sizes, against numpy."""
     rng = np.random.default_rng(4)
     for c, m, h, w in [(3, 5, 1, 17), (4, 33, 3, 11), (2, 13, 9, 9), (5, 31, 1, 65),
-                       (3, 12, 16, 17), (1, 1, 1, 1), (17, 8, 5, 13)]:
+                       (3, 12, 16, 17), (1, 1, 1, 1), (17, 8, 5, 13), (0, 5, 3, 17),
+                       (3, 5, 0, 4)]:
         x = rng.standard_normal((2, c, h, w)).astype(np.float32)
         wt = rng.standard_normal((m, c)).astype(np.float32)
         got = sgemm.conv1x1_packed(x, sgemm.pack_a(wt), m, None, 0, None)
