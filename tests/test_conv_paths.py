@@ -192,3 +192,33 @@ def test_gemm_into_strided_blocks(dtype):
     gemm_into(a, b[:, 5:18], big[:, 9:22])
     np.testing.assert_allclose(big[:, 9:22], want, rtol=RTOL[dtype], atol=ATOL[dtype])
     assert (big[:, :9] == 7).all() and (big[:, 22:] == 7).all()
+
+
+# (x shape, w shape, strides, pads, output_padding): kernel == stride takes the tile path
+# (one GEMM, each input pixel its own output tile); the others the general col2im
+CONV_TRANSPOSES = [((1, 5, 6, 7), (5, 3, 2, 2), (2, 2), (0, 0, 0, 0), None),
+                   ((2, 4, 3, 5), (4, 2, 3, 3), (3, 3), (0, 0, 0, 0), None),
+                   ((1, 3, 9), (3, 4, 2), (2,), (0, 0), None),
+                   ((1, 4, 5, 5), (4, 2, 2, 2), (2, 2), (1, 0, 0, 1), None),
+                   ((1, 4, 5, 5), (4, 2, 2, 2), (2, 2), (0, 0, 0, 0), (1, 1)),
+                   ((1, 4, 5, 5), (4, 2, 3, 3), (2, 2), (1, 1, 1, 1), None)]
+
+
+@pytest.mark.parametrize("xs,ws,strides,pads,outpad", CONV_TRANSPOSES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv_transpose_paths(xs, ws, strides, pads, outpad, dtype):
+    import onnxjit
+    x, w, b = _rand(xs, dtype, 1), _rand(ws, dtype, 2), _rand((ws[1],), dtype, 3)
+    attrs = dict(strides=list(strides), pads=list(pads))
+    if outpad:
+        attrs["output_padding"] = list(outpad)
+    tp = oh.np_dtype_to_tensor_dtype(x.dtype)
+    node = oh.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)
+    graph = oh.make_graph([node], "g", [oh.make_tensor_value_info(n, tp, v.shape) for n, v in
+                                        (("x", x), ("w", w), ("b", b))],
+                          [oh.make_tensor_value_info("y", tp, None)])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)])
+    feeds = {"x": x, "w": w, "b": b}
+    (want,) = ReferenceEvaluator(model).run(None, feeds)
+    (got,) = onnxjit.prepare(model).run(feeds)
+    np.testing.assert_allclose(got, want, rtol=RTOL[dtype], atol=ATOL[dtype])

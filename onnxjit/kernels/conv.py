@@ -503,10 +503,39 @@ def _col2im_add(col, yg, mg, in3, k3, s3, p6, d3, o3):
 
 
 @njit(**_JIT)
+def _conv_transpose_tiles(x, w, b):
+    """ConvTranspose with kernel == stride (a decoder's 2x2 / stride 2 upsampling), no pads,
+    no dilation, one group, 2-D: every input pixel writes its own KH x KW output tile, so
+    Y = scatter(W^T @ X + b) with one GEMM per image and no overlap to accumulate."""
+    N, C, D, H, W = x.shape
+    M, KH, KW = w.shape[1], w.shape[3], w.shape[4]
+    kk = M * KH * KW
+    wt = np.ascontiguousarray(w.reshape((C, kk)).T)
+    y = np.empty((N, M, 1, H * KH, W * KW), x.dtype)
+    for n in range(N):
+        col = np.dot(wt, np.ascontiguousarray(x[n].reshape((C, H * W))))
+        for m in range(M):
+            bm = x.dtype.type(b[m])
+            for kh in range(KH):
+                for h in range(H):
+                    row = y[n, m, 0, h * KH + kh]
+                    for kw in range(KW):
+                        c = col[(m * KH + kh) * KW + kw]
+                        for j in range(W):
+                            row[j * KW + kw] = c[h * W + j] + bm
+    return y
+
+
+@njit(**_JIT)
 def _conv_transpose5(x, w, b, s3, p6, d3, group, o3):
     """ConvTranspose on canonical 5-D arrays: per (image, group) GEMM + col2im."""
     N, C, D, H, W = x.shape
     mg, KD, KH, KW = w.shape[1:]
+    if (group == 1 and D == 1 and KD == 1 and s3[0] == 1 and s3[1] == KH and s3[2] == KW
+            and d3[0] == 1 and d3[1] == 1 and d3[2] == 1
+            and p6[0] == 0 and p6[1] == 0 and p6[2] == 0
+            and o3[0] == 1 and o3[1] == H * KH and o3[2] == W * KW):
+        return _conv_transpose_tiles(x, w, b)
     cg = C // group
     kk, P, OP = mg * KD * KH * KW, D * H * W, o3[0] * o3[1] * o3[2]
     w3 = w.reshape((group, cg, kk))
