@@ -11,9 +11,11 @@ import onnx
 from onnx import helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
 
-from .errors import InputError, ModelError, NeedsInputValue, UnsupportedOpError
+from . import staged
+from .errors import DataDependent, InputError, ModelError, NeedsInputValue, UnsupportedOpError
 from .ir import input_specs, load_model
-from .pipeline import OPTIMIZE, compile_model, unsupported_ops
+from .pipeline import OPTIMIZE, compile_model
+from .staged import unsupported_ops
 from .tiers import COMPILED, BackgroundCompile, tiered_default
 from .validate import _current_limit as element_limit, check_model
 
@@ -22,6 +24,8 @@ DEFAULT_MAX_SIGNATURES = 32
 
 class OnnxJitRep(BackendRep):
     """A prepared model: compiled entries keyed by input signature (shapes and dtypes)."""
+
+    staging = True   # a data-dependent shape met at run time hands the model to staged.py
 
     def __init__(self, model, device="CPU", max_signatures=DEFAULT_MAX_SIGNATURES, profile=False,
                  tiered=None, progress=None, lazy=False, optimize="all", max_elements=None):
@@ -49,6 +53,7 @@ class OnnxJitRep(BackendRep):
         self._hot_weights = ()
         self._hot_misses = 0
         self._lock = threading.Lock()
+        self._staged = None           # staged.StagedRep, once a data-dependent shape was met
         self.hits = self.misses = 0
         self.compile_seconds = 0.0
         if not lazy and all(s.is_static() and s.dtype is not None for s in self.inputs):
@@ -87,13 +92,22 @@ class OnnxJitRep(BackendRep):
 
     def _run_checked(self, inputs):
         """Convert and check the inputs, then run (compiling on a miss); remembers the fast key."""
+        if self._staged is not None:
+            return self._staged.run(inputs)
         arrays = self._arrays(inputs)
         key = tuple([(a.shape, a.dtype) for a in arrays])
         if self._value_inputs:
             key += tuple([arrays[i].tobytes() for i in self._value_inputs])
         compiled = self._cache.get(key)
         if compiled is None:
-            compiled = self._miss(key, arrays)
+            try:
+                compiled = self._miss(key, arrays)
+            except DataDependent:    # a data-dependent shape met at run time: staged.py
+                if not self.staging:
+                    raise
+                if self._staged is None:
+                    self._staged = staged.prepare_staged(self.model, self._options())
+                return self._staged.run(arrays)
         else:
             self.hits += 1
         fast = tuple(map(_array_key, arrays)) + key[self._n_inputs:]
@@ -101,6 +115,11 @@ class OnnxJitRep(BackendRep):
             self._fast.clear()
         self._fast[fast] = compiled
         return _new_tuple(self._outputs, compiled.fn(*arrays, *compiled.weights))
+
+    def _options(self):
+        return dict(max_signatures=self.max_signatures, profile=self.profiling,
+                    tiered=self.tiered, progress=self.progress, optimize=self.optimize,
+                    max_elements=self.max_elements)
 
     def _arrays(self, inputs):
         if isinstance(inputs, dict):
@@ -325,11 +344,16 @@ class OnnxJitBackend(Backend):
             names = ", ".join(f"{d}::{op} (opset {v})" for d, op, v in missing)
             raise UnsupportedOpError(f"onnxjit cannot lower: {names}", missing)
         check_model(model, kwargs.get("max_elements"), kwargs.get("max_nesting"))   # validate.py
-        return OnnxJitRep(model, device, kwargs.get("max_signatures", DEFAULT_MAX_SIGNATURES),
-                          profile=bool(kwargs.get("profile", False)),
-                          tiered=kwargs.get("tiered"), progress=kwargs.get("progress"),
-                          optimize=kwargs.get("optimize", "all"),
-                          max_elements=kwargs.get("max_elements"))
+        options = dict(max_signatures=kwargs.get("max_signatures", DEFAULT_MAX_SIGNATURES),
+                       profile=bool(kwargs.get("profile", False)), tiered=kwargs.get("tiered"),
+                       progress=kwargs.get("progress"), optimize=kwargs.get("optimize", "all"),
+                       max_elements=kwargs.get("max_elements"))
+        if staged.needs_staging(model.graph):    # sequences, data-dependent shapes: staged.py
+            return staged.prepare_staged(model, options)
+        try:
+            return OnnxJitRep(model, device, **options)
+        except DataDependent:
+            return staged.prepare_staged(model, options)
 
     @classmethod
     def run_model(cls, model, inputs, device="CPU", **kwargs):

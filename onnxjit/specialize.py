@@ -1,6 +1,7 @@
 """Specialize a graph on one input signature: every shape and dtype concrete, constants folded."""
 from __future__ import annotations
 
+import contextvars
 import inspect
 from dataclasses import dataclass, field
 
@@ -11,6 +12,10 @@ from . import registry, validate
 from .errors import DataDependent, LoweringError, ModelError, NeedsInputValue, UnsupportedOpError
 from .ir import COMPILABLE_DTYPES, Value, attributes, const_value, initializers
 from .source import dtype_src, lit, scalar_lit
+
+# The graph inputs a lowering may specialize on the contents of (None: any small one); the
+# staged driver's segments allow only their first node's inputs (staged.py).
+VALUE_KEYED = contextvars.ContextVar("onnxjit_value_keyed", default=None)
 
 # Ops whose output is not a function of their inputs: never folded at compile time.
 NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike",
@@ -161,7 +166,7 @@ class LoweringContext:
         the signature); anything else computed at run time is refused with a clear error."""
         if value.is_const:
             return value.const
-        source = self._small_input_source(value)
+        source = self._small_input_source(value, allowed=VALUE_KEYED.get())
         if source is not None:
             raise NeedsInputValue(source.name)
         self.data_dependent(f"the {what} input must be known at compile time (a constant, an "
@@ -172,9 +177,10 @@ class LoweringContext:
         """Raise DataDependent naming this node: the graph is cut before it (staged.py)."""
         raise DataDependent(f"{self.node.op_type} node {self.node.name!r}: {message}", self.node)
 
-    def _small_input_source(self, value, limit=64):
+    def _small_input_source(self, value, limit=64, allowed=None):
         """A non-constant graph input that `value` is computed from, if every leaf of its
-        computation is a constant or a graph input of at most `limit` elements; else None."""
+        computation is a constant or a graph input of at most `limit` elements (and named in
+        `allowed`, unless None); else None."""
         found, stack, seen = None, [value], set()
         while stack:
             v = stack.pop()
@@ -182,7 +188,7 @@ class LoweringContext:
                 continue
             seen.add(id(v))
             if any(v is i for i in self.program.inputs):
-                if v.size > limit:
+                if v.size > limit or (allowed is not None and v.name not in allowed):
                     return None
                 found = found or v
             elif v.producer is None:
