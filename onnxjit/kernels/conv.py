@@ -512,17 +512,20 @@ def _conv_transpose_tiles(x, w, b):
     kk = M * KH * KW
     wt = np.ascontiguousarray(w.reshape((C, kk)).T)
     y = np.empty((N, M, 1, H * KH, W * KW), x.dtype)
+    OW = W * KW
+    yf = y.reshape(y.size)
     for n in range(N):
-        col = np.dot(wt, np.ascontiguousarray(x[n].reshape((C, H * W))))
+        cf = np.dot(wt, np.ascontiguousarray(x[n].reshape((C, H * W)))).reshape(kk * H * W)
         for m in range(M):
             bm = x.dtype.type(b[m])
             for kh in range(KH):
                 for h in range(H):
-                    row = y[n, m, 0, h * KH + kh]
+                    # output row (m, h*KH + kh): contiguous, each of its KW phases a column of col
+                    out = ((n * M + m) * H * KH + h * KH + kh) * OW
                     for kw in range(KW):
-                        c = col[(m * KH + kh) * KW + kw]
+                        src = ((m * KH + kh) * KW + kw) * H * W + h * W
                         for j in range(W):
-                            row[j * KW + kw] = c[h * W + j] + bm
+                            yf[out + j * KW + kw] = cf[src + j] + bm
     return y
 
 
