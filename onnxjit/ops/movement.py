@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import tensor_dtype
+from ..ir import compute_dtype, tensor_dtype
 from ..registry import register
 
 
@@ -123,23 +123,28 @@ def OptionalGetElement(ctx, x=None):
 
 @register("Dropout", 1)
 def Dropout(ctx, x, ratio=None, training_mode=None, is_test=0, consumed_inputs=None, seed=None):
-    """Inference: output = input, mask all True (training mode only with ratio 0)."""
-    if training_mode is not None and training_mode.const is None:
-        # Decided at run time: the kernel passes x through or raises.
-        r = "0.5" if ratio is None else "__np.ascontiguousarray({2}).reshape(1)[0]"
-        x = ctx.call(f"__k_movement.dropout_inference({{0}}, "
-                     f"__np.ascontiguousarray({{1}}).reshape(1)[0], {r})",
-                     x, training_mode, ratio, shape=x.shape, dtype=x.dtype, view=True)
-    elif training_mode is not None and bool(training_mode.const):
-        if ratio is not None and ratio.const is None:
-            x = ctx.call("__k_movement.dropout_inference({0}, True, "
-                         "__np.ascontiguousarray({1}).reshape(1)[0])",
-                         x, ratio, shape=x.shape, dtype=x.dtype, view=True)
-        elif ratio is None or float(ratio.const) != 0.0:
-            ctx.fail("training mode with a non-zero ratio is random and not supported")
-    if len(ctx.node.output) < 2 or not ctx.node.output[1]:
-        return x
+    """Inference: output = input, mask all True. Training mode (a constant or run-time flag)
+    drops elements with a uniform draw, seeded by `seed` when given (numpy's RandomState
+    sequence, as onnx's reference draws it)."""
+    want_mask = len(ctx.node.output) >= 2 and bool(ctx.node.output[1])
     mask_dtype = np.bool_ if ctx.opset >= 10 else x.dtype
+    training = training_mode is not None and (training_mode.const is None
+                                              or bool(training_mode.const))
+    if training and ratio is not None and ratio.const is not None and float(ratio.const) == 0:
+        training = False
+    if training:
+        if compute_dtype(x.dtype).kind != "f":
+            ctx.fail(f"training mode needs a float input, got {x.dtype}")
+        flag = ("True" if training_mode.const is not None
+                else "__np.ascontiguousarray({1}).reshape(1)[0]")
+        r = "0.5" if ratio is None else "__np.ascontiguousarray({2}).reshape(1)[0]"
+        expr = (f"__k_random.dropout({{0}}, {flag}, {r}, {ctx.lit(int(seed or 0))}, "
+                f"{ctx.lit(seed is not None)})")
+        y, mask = ctx.call_multi(expr, x, training_mode, ratio,
+                                 outs=[(x.shape, x.dtype), (x.shape, np.bool_)])
+        return [y, mask] if want_mask else y
+    if not want_mask:
+        return x
     mask = ctx.call(f"__np.ones({ctx.lit(x.shape)}, {ctx.dtype_src(mask_dtype)})",
                     shape=x.shape, dtype=mask_dtype)
     return [x, mask]

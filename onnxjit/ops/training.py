@@ -1,0 +1,119 @@
+"""ai.onnx.preview.training optimizers (Adam, Adagrad, Momentum) and BatchNormalization's
+training mode.
+
+Each is a few elementwise expressions per optimized tensor (R and T are scalars broadcast into
+them); the outputs of one tensor fuse into one loop nest. Inputs are R, T, then the n tensors
+X, then n G, then the n states (V, H); outputs are the n new X, then each new state group.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import register
+from . import elementwise
+from .attention import _floats
+
+TRAINING = "ai.onnx.preview.training"
+
+
+def _groups(ctx, tensors, per):
+    if not tensors or len(tensors) % per:
+        ctx.fail(f"expects R, T and {per} groups of the same number of tensors, "
+                 f"got {len(tensors) + 2} inputs")
+    n = len(tensors) // per
+    groups = [tensors[i * n:(i + 1) * n] for i in range(per)]
+    _floats(ctx, *tensors)
+    for i in range(n):
+        shapes = {groups[j][i].shape for j in range(per)}
+        if len(shapes) != 1:
+            ctx.fail(f"tensor {i}: X, G and its states must have one shape, got {sorted(shapes)}")
+    return groups
+
+
+def _scalars(ctx, r, t):
+    if r.size != 1 or t.size != 1 or t.dtype.kind not in "iu":
+        ctx.fail(f"R must be a float scalar and T an integer scalar, got R {r.shape} {r.dtype}, "
+                 f"T {t.shape} {t.dtype}")
+
+
+@register("Adam", since=1, domain=TRAINING)
+def Adam(ctx, r, t, *tensors, alpha=0.9, beta=0.999, epsilon=0.0, norm_coefficient=0.0,
+         norm_coefficient_post=0.0):
+    _scalars(ctx, r, t)
+    xs, gs, vs, hs = _groups(ctx, tensors, 4)
+    a, b, eps = ctx.lit(float(alpha)), ctx.lit(float(beta)), ctx.lit(float(epsilon))
+    nc, post = ctx.lit(float(norm_coefficient)), ctx.lit(1.0 - float(norm_coefficient_post))
+    g = f"({nc} * {{2}} + {{3}})"
+    v_new = f"({a} * {{4}} + (1.0 - {a}) * {g})"
+    h_new = f"({b} * {{5}} + (1.0 - {b}) * ({g} * {g}))"
+    radj = (f"(({{0}} * __np.sqrt(1.0 - {b} ** {{1}}) / (1.0 - {a} ** {{1}})) "
+            f"if {{1}} > 0 else {{0}})")
+    x_new = f"({post} * ({{2}} - {radj} * ({v_new} / (__np.sqrt({h_new}) + {eps}))))"
+    out_x, out_v, out_h = [], [], []
+    for x, gr, v, h in zip(xs, gs, vs, hs):
+        args = (r, t, x, gr, v, h)
+        out_x.append(ctx.elementwise(x_new, *args, dtype=x.dtype))
+        out_v.append(ctx.elementwise(v_new, *args, dtype=v.dtype))
+        out_h.append(ctx.elementwise(h_new, *args, dtype=h.dtype))
+    return out_x + out_v + out_h
+
+
+@register("Adagrad", since=1, domain=TRAINING)
+def Adagrad(ctx, r, t, *tensors, decay_factor=0.0, epsilon=0.0, norm_coefficient=0.0):
+    _scalars(ctx, r, t)
+    xs, gs, hs = _groups(ctx, tensors, 3)
+    df, eps, nc = (ctx.lit(float(a)) for a in (decay_factor, epsilon, norm_coefficient))
+    g = f"({nc} * {{2}} + {{3}})"
+    h_new = f"({{4}} + {g} * {g})"
+    x_new = f"({{2}} - ({{0}} / (1.0 + {{1}} * {df})) * {g} / (__np.sqrt({h_new}) + {eps}))"
+    out_x, out_h = [], []
+    for x, gr, h in zip(xs, gs, hs):
+        out_x.append(ctx.elementwise(x_new, r, t, x, gr, h, dtype=x.dtype))
+        out_h.append(ctx.elementwise(h_new, r, t, x, gr, h, dtype=h.dtype))
+    return out_x + out_h
+
+
+@register("Momentum", since=1, domain=TRAINING)
+def Momentum(ctx, r, t, *tensors, alpha=None, beta=None, mode=None, norm_coefficient=None):
+    if None in (alpha, beta, mode, norm_coefficient):
+        ctx.fail("alpha, beta, mode and norm_coefficient are required attributes")
+    if mode not in ("standard", "nesterov"):
+        ctx.fail(f"mode {mode!r} is not 'standard' or 'nesterov'")
+    _scalars(ctx, r, t)
+    xs, gs, vs = _groups(ctx, tensors, 3)
+    a, b, nc = (ctx.lit(float(v)) for v in (alpha, beta, norm_coefficient))
+    g = f"({nc} * {{2}} + {{3}})"
+    v_new = f"({a} * {{4}} + ({b} if {{1}} > 0 else 1.0) * {g})"
+    step = f"({g} + {a} * {v_new})" if mode == "nesterov" else v_new
+    x_new = f"({{2}} - {{0}} * {step})"
+    out_x, out_v = [], []
+    for x, gr, v in zip(xs, gs, vs):
+        out_x.append(ctx.elementwise(x_new, r, t, x, gr, v, dtype=x.dtype))
+        out_v.append(ctx.elementwise(v_new, r, t, x, gr, v, dtype=v.dtype))
+    return out_x + out_v
+
+
+@register("BatchNormalization", since=14)
+def BatchNormalization(ctx, x, scale, bias, mean, var, epsilon=np.float32(1e-5),
+                       momentum=np.float32(0.9), training_mode=0):
+    """training_mode=1: normalize with the batch's statistics and return the updated running
+    mean and variance (kernels/training.py); inference is ops/elementwise.py's lowering."""
+    if not training_mode:
+        return elementwise.BatchNormalization(ctx, x, scale, bias, mean, var, epsilon=epsilon,
+                                              momentum=momentum, training_mode=0)
+    _floats(ctx, x, scale, bias, mean, var)
+    if x.rank < 2:
+        ctx.fail(f"input of shape {x.shape} has no channel axis")
+    nc = x.shape[1]
+    for name, v in (("scale", scale), ("B", bias), ("input_mean", mean), ("input_var", var)):
+        if v.shape != (nc,):
+            ctx.fail(f"{name} of shape {v.shape} must be ({nc},)")
+    flat = (x.shape[0], nc, int(np.prod(x.shape[2:], dtype=np.int64)))
+    expr = (f"__k_training.batchnorm_training(__np.ascontiguousarray({{0}}).reshape("
+            f"{ctx.lit(flat)}), {{1}}, {{2}}, {{3}}, {{4}}, {ctx.lit(float(momentum))}, "
+            f"{ctx.lit(float(epsilon))})")
+    y, m, v = ctx.call_multi(expr, x, scale, bias, mean, var,
+                             outs=[(flat, x.dtype), ((nc,), mean.dtype), ((nc,), var.dtype)])
+    y = ctx.call(f"{{0}}.reshape({ctx.lit(x.shape)})", y, shape=x.shape, dtype=x.dtype,
+                 view=True)
+    return [y, m, v]

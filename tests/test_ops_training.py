@@ -1,0 +1,124 @@
+"""ai.onnx.preview.training (Adam, Adagrad, Momentum), BatchNormalization and Dropout in training
+mode, against onnx's ReferenceEvaluator, table-driven."""
+import numpy as np
+import pytest
+from onnx import helper
+from onnx.helper import np_dtype_to_tensor_dtype
+from onnx.reference import ReferenceEvaluator
+
+import onnxjit.backend
+from onnxjit.errors import LoweringError
+
+F32, F64 = np.float32, np.float64
+TRAINING = "ai.onnx.preview.training"
+
+
+def _model(op, inputs, outputs, domain="", opsets=(("", 21),), **attrs):
+    names = [k if v is not None else "" for k, v in inputs.items()]
+    node = helper.make_node(op, names, list(outputs), domain=domain, **attrs)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(k, np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for k, v in inputs.items() if v is not None],
+        [helper.make_empty_tensor_value_info(o) for o in outputs])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+
+
+def _check(model, inputs, tol=1e-5):
+    feeds = {k: v for k, v in inputs.items() if v is not None}
+    expected = ReferenceEvaluator(model).run(None, feeds)
+    got = onnxjit.backend.prepare(model).run(feeds)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        e = np.asarray(e)
+        assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, e.shape, g.dtype, e.dtype)
+        np.testing.assert_allclose(g, e, rtol=tol, atol=tol)
+    return got
+
+
+def _rand(shape, dtype=F32, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _optimizer_inputs(n, per, t, dtype, shapes=((3, 4), (5,))):
+    inputs = {"r": np.array(0.1, F32), "t": np.array(t, np.int64)}
+    for j in range(per):
+        for i in range(n):
+            a = _rand(shapes[i % len(shapes)], dtype, 10 * j + i)
+            inputs[f"in{j}_{i}"] = np.abs(a) if j == per - 1 else a   # last state: squares
+    return inputs
+
+
+# (op, n tensors, states per tensor, T, attributes, dtype)
+OPTIMIZERS = [
+    ("Adam", 1, 2, 0, {}, F32),
+    ("Adam", 2, 2, 3, dict(alpha=0.95, beta=0.1, epsilon=1e-7, norm_coefficient=0.001,
+                           norm_coefficient_post=0.01), F32),
+    ("Adam", 1, 2, 2, dict(epsilon=1e-6), F64),
+    ("Adagrad", 1, 1, 0, dict(epsilon=1e-5), F32),
+    ("Adagrad", 2, 1, 4, dict(decay_factor=0.1, epsilon=1e-5, norm_coefficient=0.01), F64),
+    ("Momentum", 1, 1, 0, dict(alpha=0.9, beta=0.1, mode="standard", norm_coefficient=0.01), F32),
+    ("Momentum", 2, 1, 5, dict(alpha=0.9, beta=0.1, mode="standard", norm_coefficient=0.0), F32),
+    ("Momentum", 2, 1, 5, dict(alpha=0.8, beta=0.2, mode="nesterov", norm_coefficient=0.1), F64),
+]
+
+
+@pytest.mark.parametrize("op,n,states,t,attrs,dtype", OPTIMIZERS)
+def test_optimizer(op, n, states, t, attrs, dtype):
+    inputs = _optimizer_inputs(n, 2 + states, t, dtype)
+    outputs = [f"out{i}" for i in range(n * (1 + states))]
+    model = _model(op, inputs, outputs, domain=TRAINING,
+                   opsets=(("", 21), (TRAINING, 1)), **attrs)
+    _check(model, inputs, 1e-5)
+
+
+def test_optimizer_mismatched_groups_are_refused():
+    inputs = {"r": np.array(0.1, F32), "t": np.array(0, np.int64), "x": _rand((3,)),
+              "g": _rand((3,)), "h": _rand((4,))}
+    model = _model("Adagrad", inputs, ["x2", "h2"], domain=TRAINING,
+                   opsets=(("", 21), (TRAINING, 1)))
+    with pytest.raises(LoweringError, match="one shape"):
+        onnxjit.backend.prepare(model).run(inputs)
+
+
+# (x shape, momentum, epsilon, dtype)
+BATCHNORM = [((2, 3, 4, 5), None, None, F32), ((4, 2), 0.8, 1e-3, F32), ((2, 3, 6), 0.5, 1e-2, F64)]
+
+
+@pytest.mark.parametrize("shape,momentum,epsilon,dtype", BATCHNORM)
+def test_batchnorm_training(shape, momentum, epsilon, dtype):
+    c = shape[1]
+    inputs = {"x": _rand(shape, dtype, 1), "s": _rand((c,), dtype, 2), "b": _rand((c,), dtype, 3),
+              "m": _rand((c,), dtype, 4), "v": np.abs(_rand((c,), dtype, 5))}
+    attrs = {k: v for k, v in (("momentum", momentum), ("epsilon", epsilon)) if v is not None}
+    model = _model("BatchNormalization", inputs, ["y", "rm", "rv"], training_mode=1, **attrs)
+    _check(model, inputs, 1e-5)
+
+
+# (ratio, training (True / False / None: a run-time input), seed, mask output, dtype)
+DROPOUT = [(0.5, True, 0, True, F32), (0.25, None, 3, True, F64), (0.7, True, 1, False, F32),
+           (0.5, False, 0, True, F32), (0.0, True, 0, True, F32)]
+
+
+@pytest.mark.parametrize("ratio,training,seed,mask,dtype", DROPOUT)
+def test_dropout_seeded(ratio, training, seed, mask, dtype):
+    """Seeded draws are numpy's RandomState sequence: equal to the reference's values."""
+    inputs = {"x": _rand((3, 4, 5), dtype, 1), "r": np.array(ratio, F32),
+              "t": np.array(bool(training) if training is not None else True)}
+    model = _model("Dropout", inputs, ["y", "z"] if mask else ["y"], seed=seed)
+    if training is not None:   # a constant training_mode: an initializer, not a graph input
+        model.graph.input.pop()
+        model.graph.initializer.append(helper.make_tensor("t", 9, [], [bool(training)]))
+        del inputs["t"]
+    _check(model, inputs, 1e-6)
+
+
+def test_dropout_unseeded_keeps_the_ratio():
+    """Without a seed the mask is random: about (1 - ratio) of it is kept, the kept elements
+    scaled by 1 / (1 - ratio), the rest 0."""
+    x = np.ones((200, 100), F32)
+    inputs = {"x": x, "r": np.array(0.3, F32), "t": np.array(True)}
+    y, z = onnxjit.backend.prepare(_model("Dropout", inputs, ["y", "z"])).run(inputs)
+    assert z.dtype == np.bool_ and 0.67 < z.mean() < 0.73
+    np.testing.assert_allclose(y[z], 1 / 0.7, rtol=1e-6)
+    assert not y[~z].any()
