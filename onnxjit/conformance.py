@@ -44,10 +44,15 @@ def _op_types(model):
 
 
 def run_test(name):
-    """(name, kind, status, message, op types) of one test; status is pass, fail or skip."""
+    """(name, kind, status, message, op types, Python segments) of one test; status is pass,
+    fail or skip; the Python segments are "op: why" for each node the staged driver ran as
+    Python (sequences, control flow decided at run time: onnxjit/staged.py), empty when every
+    node ran in compiled code."""
     import warnings
+    from onnxjit import staged
     kind, item = _items()[name]
     status, message = "pass", ""
+    staged.python_segments.clear()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -59,7 +64,9 @@ def run_test(name):
             message = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
             if os.environ.get("ONNXJIT_CONFORMANCE_TRACEBACK"):
                 message += "\n" + traceback.format_exc()
-    return name, kind, status, message, _op_types(item.proto[0] if item.proto else None)
+    segments = sorted(f"{op}: {why}" for op, why in staged.python_segments)
+    return (name, kind, status, message, _op_types(item.proto[0] if item.proto else None),
+            segments)
 
 
 def main(argv=None):
@@ -80,7 +87,8 @@ def main(argv=None):
         write_exclusions(results, args.write_exclusions)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([dict(zip(("name", "kind", "status", "message", "ops"), r)) for r in results],
+            json.dump([dict(zip(("name", "kind", "status", "message", "ops", "python_segments"),
+                                r)) for r in results],
                       f, indent=1)
     return 0
 
@@ -119,7 +127,7 @@ def _run_isolated(name, timeout=900):
     child.join(5)
     if result is None:
         child.kill()
-        return name, _items()[name][0], "fail", f"crashed (exit code {child.exitcode})", []
+        return name, _items()[name][0], "fail", f"crashed (exit code {child.exitcode})", [], []
     return result
 
 
@@ -127,7 +135,7 @@ def write_exclusions(results, path):
     """The exclusion file the test suite reads: `test_name  # why it does not pass yet`."""
     lines = ["# Backend-suite tests onnxjit does not pass yet, each with the reason (its error).",
              "# Written by `python -m onnxjit.conformance --write-exclusions`; it only shrinks."]
-    for name, _, status, message, _ in sorted(results):
+    for name, _, status, message, *_ in sorted(results):
         if status != "pass":
             reason = " ".join(message.split())[:160] or status
             lines.append(f"{name}  # {reason}")
@@ -138,23 +146,33 @@ def write_exclusions(results, path):
 def report(results, seconds, list_failures=False):
     """Print passed/failed per kind, the op types of failing node tests, and the wall time."""
     by_kind = collections.defaultdict(collections.Counter)
-    for _, kind, status, _, _ in results:
+    why = collections.Counter()
+    for _, kind, status, _, _, segments in results:
         by_kind[kind][status] += 1
-    print(f"\n{'kind':<20}{'passed':>8}{'failed':>8}{'skipped':>8}{'compiled':>10}")
+        if status == "pass":
+            by_kind[kind]["python" if segments else "compiled"] += 1
+            why.update(set(segments))
+    print(f"\n{'kind':<20}{'passed':>8}{'failed':>8}{'skipped':>8}{'compiled':>10}{'python':>8}")
     total = collections.Counter()
     for kind in sorted(by_kind):
         c = by_kind[kind]
         total.update(c)
-        print(f"{kind:<20}{c['pass']:>8}{c['fail']:>8}{c['skip']:>8}{c['pass']:>10}")
-    print(f"{'total':<20}{total['pass']:>8}{total['fail']:>8}{total['skip']:>8}{total['pass']:>10}")
-    print("(compiled: passing tests whose every node ran in Numba-compiled code; onnxjit has no"
-          " Python-level fallback, so all of them)")
-    failing_ops = collections.Counter(op for _, kind, status, _, ops in results
+        print(f"{kind:<20}{c['pass']:>8}{c['fail']:>8}{c['skip']:>8}{c['compiled']:>10}"
+              f"{c['python']:>8}")
+    print(f"{'total':<20}{total['pass']:>8}{total['fail']:>8}{total['skip']:>8}"
+          f"{total['compiled']:>10}{total['python']:>8}")
+    print("(compiled: passing tests whose every node ran in Numba-compiled code, data-dependent"
+          " sizes included (compiled kernels between compiled segments); python: passing tests"
+          " with a Python segment of the staged driver, onnxjit/staged.py)")
+    if why:
+        print("Python segments (passing tests):", "; ".join(
+            f"{w} ({n})" for w, n in sorted(why.items())))
+    failing_ops = collections.Counter(op for _, kind, status, _, ops, _ in results
                                       if status != "pass" and kind == "node" for op in ops)
     print("failing op types (node tests):", ", ".join(f"{op}({n})" for op, n in
                                                        sorted(failing_ops.items())))
     if list_failures:
-        for name, _, status, message, _ in sorted(results):
+        for name, _, status, message, *_ in sorted(results):
             if status != "pass":
                 print(f"{name}: {status}: {message}")
     print(f"{len(results)} tests in {seconds:.0f} s")

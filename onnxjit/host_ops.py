@@ -54,8 +54,10 @@ def run_host(owner, node, args, outer):
 def _why(node):
     if node.op_type in staged.SEQUENCE_OPS:
         return "sequences and optionals are Python lists / None"
+    if node.op_type == "If":
+        return "branch chosen at run time, branches compiled"
     if node.op_type in staged.SUBGRAPH_OPS:
-        return "control flow decided at run time (bodies compiled)"
+        return "loop in Python, body compiled"
     return "reads or makes a sequence"
 
 
