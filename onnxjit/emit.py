@@ -12,7 +12,7 @@ import numpy as np
 
 from .calls import library_call, movement_call, movement_function
 from .fused import comment_text, fused_kernel, shared_kernel
-from .ir import NameTable, compute_dtype
+from .ir import NameTable, compute_dtype, held
 from .source import LineBuffer, template
 
 # Above this many statements the entry is split into njit segments driven from Python:
@@ -144,7 +144,8 @@ class Emitter:
             f"Python driver over {len(segments)} compiled calls", imports=self.imports(body))
         source = header + body
         # writeable C arrays: the types the module is compiled for (Numba types read-only arrays apart)
-        weights = [np.require(w.const, compute_dtype(w.dtype), ['C', 'W']) for w in self.weights]
+        weights = [np.require(held(w.const, w.dtype), compute_dtype(w.dtype), ['C', 'W'])
+                   for w in self.weights]
         return Module(source, entry, weights, segments, self.kernels, params, self.shared,
                       self.values, self.lazy_calls)
 

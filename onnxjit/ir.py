@@ -27,13 +27,42 @@ def _narrow_floats():
 # Floats Numba cannot hold: stored in float32 arrays inside compiled code, every elementwise
 # result rounded to the narrow type (kernels/scalar.py), converted at the graph's edges.
 NARROW_FLOATS = _narrow_floats()
-COMPILABLE_DTYPES = NUMBA_DTYPES | set(NARROW_FLOATS)
+
+
+def _bit_types():
+    import ml_dtypes
+    names = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+             "float8_e8m0fnu", "float4_e2m1fn", "int4", "uint4", "int2", "uint2")
+    return {np.dtype(getattr(ml_dtypes, n)): n for n in names if hasattr(ml_dtypes, n)}
+
+
+# Types held as their bit patterns, one element per uint8 (4- and 2-bit ones in the low bits, as
+# ml_dtypes stores them): compiled code only moves them or converts them (kernels/narrow.py);
+# the graph's edges view them as uint8 and back. Only the ops in BIT_OPS read or make them.
+BIT_TYPES = _bit_types()
+BIT_OPS = frozenset((
+    "Cast", "CastLike", "QuantizeLinear", "DequantizeLinear", "Identity", "Reshape", "Flatten",
+    "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather", "Expand", "Tile",
+    "Pad", "Constant", "ConstantOfShape", "Shape", "Size"))
+COMPILABLE_DTYPES = NUMBA_DTYPES | set(NARROW_FLOATS) | set(BIT_TYPES)
 
 
 def compute_dtype(dtype):
     """The dtype compiled code holds a value of `dtype` in."""
     dtype = np.dtype(dtype)
-    return np.dtype(np.float32) if dtype in NARROW_FLOATS else dtype
+    if dtype in NARROW_FLOATS:
+        return np.dtype(np.float32)
+    return np.dtype(np.uint8) if dtype in BIT_TYPES else dtype
+
+
+def held(array, dtype=None):
+    """`array` (of `dtype`, default its own) as compiled code holds it: narrow floats widened to
+    float32, bit-held types viewed as uint8; other arrays unchanged."""
+    array = np.asarray(array)
+    dtype = np.dtype(dtype or array.dtype)
+    if dtype in BIT_TYPES:
+        return np.asarray(array, dtype).view(np.uint8)
+    return array.astype(compute_dtype(dtype), copy=False)
 
 
 @dataclass(eq=False)

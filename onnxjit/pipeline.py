@@ -10,7 +10,7 @@ from .compile import compile_segments, library_calls_cached, load_source
 from .emit import Emitter
 import numpy as np
 
-from .ir import NARROW_FLOATS, Value
+from .ir import BIT_TYPES, NARROW_FLOATS, Value
 from .plan import plan
 from .specialize import specialize
 from .tiers import COMPILED, DRIVER, reference_runner
@@ -113,18 +113,24 @@ def compile_model(model, signature, label="model", profile=False, values=None,
 
 def _narrow_edges(fn, program):
     """`fn` converting float16/bfloat16 inputs to float32 and outputs back (they are held in
-    float32 inside compiled code); `fn` itself when the graph has none at its edges."""
+    float32 inside compiled code), and viewing float8/float4/int4/int2 ones as their uint8 bit
+    patterns and back; `fn` itself when the graph has none at its edges."""
     widen = [i for i, v in enumerate(program.inputs) if v.dtype in NARROW_FLOATS]
+    bits = [i for i, v in enumerate(program.inputs) if v.dtype in BIT_TYPES]
     narrow = [v.dtype if v.dtype in NARROW_FLOATS else None for v in program.outputs]
-    if not widen and not any(narrow):
+    viewed = [v.dtype if v.dtype in BIT_TYPES else None for v in program.outputs]
+    if not widen and not bits and not any(narrow) and not any(viewed):
         return fn
 
     def run_narrow(*args):
         args = list(args)
         for i in widen:
             args[i] = args[i].astype(np.float32)
+        for i in bits:
+            args[i] = args[i].view(np.uint8)
         outs = fn(*args)
-        return tuple(o if d is None else o.astype(d) for o, d in zip(outs, narrow))
+        return tuple(o.astype(d) if d is not None else o if b is None else o.view(b)
+                     for o, d, b in zip(outs, narrow, viewed))
     return run_narrow
 
 

@@ -46,9 +46,9 @@ def lit(value):
 
 def scalar_lit(value, dtype):
     """Source for a scalar of the given dtype, e.g. `__np.float32(0.5)`."""
-    from .ir import compute_dtype
+    from .ir import held
     dtype = np.dtype(dtype)
-    value = np.asarray(value).astype(dtype).astype(compute_dtype(dtype)).item()
+    value = held(np.asarray(value).astype(dtype)).item()
     if dtype == np.bool_:
         return lit(bool(value))
     return f"{dtype_src(dtype)}({lit(value)})"

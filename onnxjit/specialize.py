@@ -10,7 +10,7 @@ import onnx
 
 from . import registry, validate
 from .errors import DataDependent, LoweringError, ModelError, NeedsInputValue, UnsupportedOpError
-from .ir import COMPILABLE_DTYPES, Value, attributes, const_value, initializers
+from .ir import BIT_OPS, BIT_TYPES, COMPILABLE_DTYPES, Value, attributes, const_value, initializers
 from .source import dtype_src, lit, scalar_lit
 
 # The graph inputs a lowering may specialize on the contents of (None: any small one); the
@@ -240,6 +240,12 @@ class LoweringContext:
         for v in values:
             if v is not None and v.dtype not in COMPILABLE_DTYPES:
                 self.fail(f"dtype {v.dtype} of {v.name or 'a value'} cannot be compiled")
+        if self.node.op_type not in BIT_OPS:   # held as bit patterns: only moved or converted
+            held = [v.dtype for v in values if v is not None and v.dtype in BIT_TYPES]
+            if held or dtype in BIT_TYPES:
+                self.fail(f"onnxjit holds {(held or [dtype])[0]} as bit patterns and computes "
+                          "on it only through Cast, CastLike, (De)QuantizeLinear and data "
+                          "movement ops")
 
 
 def lower_node(program, node, inputs, opset, model_opsets, env=None):
@@ -312,8 +318,9 @@ def specialize(model: onnx.ModelProto, input_values, peepholes=True) -> Program:
     for v in input_values:
         if v.dtype not in COMPILABLE_DTYPES and v.dtype != object:
             raise LoweringError(f"input {v.name!r} has dtype {v.dtype}, which onnxjit cannot "
-                                "compile (it holds float16/32/64, bfloat16, int8-64, uint8-64 "
-                                "and bool; strings through the ai.onnx.ml ops that read them)")
+                                "compile (it holds float16/32/64, bfloat16, float8, float4, "
+                                "int2-64, uint2-64 and bool; strings through the ai.onnx.ml "
+                                "ops that read them)")
     program = Program([v for v in input_values if v.dtype != object], [], [], [],
                       _use_counts(graph), peepholes=peepholes, graph_inputs=list(input_values),
                       input_types={vi.name: vi.type for vi in graph.input})

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import registry
 from ..errors import LoweringError, ModelError, UnsupportedOpError
-from ..ir import NARROW_FLOATS, const_value, initializers
+from ..ir import BIT_TYPES, NARROW_FLOATS, const_value, initializers
 from ..specialize import (NONDETERMINISTIC, LoweringContext, Program, _check_attributes,
                           _resolve, _use_counts, fold_node)
 from . import ops, ops_nn, ops_reduce  # noqa: F401  (registers the CUDA lowerings)
@@ -61,7 +61,8 @@ def specialize_cuda(model, input_values):
     graph = model.graph
     model_opsets = {(e.domain or ""): e.version for e in model.opset_import}
     for v in input_values:
-        if v.dtype == np.dtype("V2") or (v.dtype in NARROW_FLOATS and v.dtype != np.float16):
+        if (v.dtype == np.dtype("V2") or v.dtype in BIT_TYPES
+                or (v.dtype in NARROW_FLOATS and v.dtype != np.float16)):
             raise LoweringError(f"input {v.name!r}: dtype {v.dtype} is not supported on CUDA")
     program = Program(list(input_values), [], [], [], _use_counts(graph))
     env = {name: const_value(a, name) for name, a in initializers(graph).items()}
@@ -114,5 +115,5 @@ def _check_steps(ctx, steps):
         if s.kind == "call" and "cuda" not in s.meta:
             ctx.fail("this form of the op is not supported on CUDA (it needs a CPU kernel)")
         for v in s.outs:
-            if v.dtype in NARROW_FLOATS and v.dtype != np.float16:
+            if v.dtype in BIT_TYPES or (v.dtype in NARROW_FLOATS and v.dtype != np.float16):
                 ctx.fail(f"dtype {v.dtype} is not supported on CUDA")

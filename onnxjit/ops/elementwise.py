@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from ..ir import COMPILABLE_DTYPES, NARROW_FLOATS, tensor_dtype
+from ..ir import BIT_TYPES, COMPILABLE_DTYPES, NARROW_FLOATS, tensor_dtype
 from ..registry import register
 
 BOOL = np.dtype(np.bool_)
@@ -356,16 +356,60 @@ FLOAT_TO_INT = {"int8": "f2i32", "int16": "f2i32", "int32": "f2i32", "int64": "f
                 "uint8": "f2i32", "uint16": "f2i32", "uint32": "f2u32", "uint64": "f2u64"}
 
 
-def _cast(ctx, x, dtype):
-    """x converted to `dtype` as numpy's astype does."""
+def _cast(ctx, x, dtype, saturate=1, round_mode="up"):
+    """x converted to `dtype` as numpy's astype does (ml_dtypes' and ONNX's rules for the types
+    held as bit patterns, `saturate` and `round_mode` for float8 targets)."""
     dtype = np.dtype(dtype)
     if dtype == x.dtype:
         return x
+    if dtype in BIT_TYPES:
+        return bit_encode(ctx, x, dtype, saturate, round_mode)
+    if x.dtype in BIT_TYPES:
+        return _cast(ctx, bit_value(ctx, x), dtype)
     if dtype == BOOL:
         return _ew(ctx, "({0} != {zero})", x, dtype=BOOL, ctype=x.dtype)
     if x.dtype.kind == "f" and dtype.kind in "iu":
         return ctx.elementwise(f"__k_scalar.{FLOAT_TO_INT[dtype.name]}({{0}})", x, dtype=dtype)
     return ctx.elementwise("{0}", x, dtype=dtype)
+
+
+# Types held as bit patterns (ir.BIT_TYPES): the float ones decode to float32, the integer ones
+# to int8 / uint8 (kernels/narrow.py); (value dtype, mask of their bits) for the integer ones.
+BIT_FLOATS = {"float8_e4m3fn": "e4m3fn", "float8_e4m3fnuz": "e4m3fnuz", "float8_e5m2": "e5m2",
+              "float8_e5m2fnuz": "e5m2fnuz", "float4_e2m1fn": "e2m1", "float8_e8m0fnu": "e8m0"}
+BIT_INTS = {"int4": (np.dtype(np.int8), 0xF), "uint4": (np.dtype(np.uint8), 0xF),
+            "int2": (np.dtype(np.int8), 0x3), "uint2": (np.dtype(np.uint8), 0x3)}
+ROUND_MODES = {"up": 0, "nearest": 1, "down": 2}
+
+
+def bit_value(ctx, x):
+    """x, held as bit patterns, decoded to its value (float32 or int8 / uint8)."""
+    name = BIT_TYPES[x.dtype]
+    if name in BIT_FLOATS:
+        return ctx.elementwise(f"__k_narrow.dec_{BIT_FLOATS[name]}({{0}})", x,
+                               dtype=np.float32)
+    return ctx.elementwise(f"__k_narrow.dec_{name}({{0}})", x, dtype=BIT_INTS[name][0])
+
+
+def bit_encode(ctx, x, dtype, saturate=1, round_mode="up"):
+    """x converted to `dtype`, a type held as bit patterns (rounded to nearest even)."""
+    name = BIT_TYPES[dtype]
+    if x.dtype in BIT_TYPES:
+        x = bit_value(ctx, x)
+    if x.dtype == BOOL:
+        x = _cast(ctx, x, np.uint8)
+    sat = ctx.lit(bool(saturate))
+    if name == "float8_e8m0fnu":
+        if round_mode not in ROUND_MODES:
+            ctx.fail(f"round_mode {round_mode!r} is not one of {sorted(ROUND_MODES)}")
+        expr = f"__k_narrow.enc_e8m0({{0}}, {sat}, {ctx.lit(ROUND_MODES[round_mode])})"
+    elif name in BIT_FLOATS:
+        expr = f"__k_narrow.enc_{BIT_FLOATS[name]}({{0}}, {sat})"
+    elif x.dtype.kind == "f":
+        expr = f"__k_narrow.f2low({{0}}, {ctx.lit(BIT_INTS[name][1])})"
+    else:
+        expr = f"__k_narrow.low_bits(__np.int64({{0}}), {ctx.lit(BIT_INTS[name][1])})"
+    return ctx.elementwise(expr, x, dtype=dtype)
 
 
 def _copy(ctx, x):
@@ -374,7 +418,7 @@ def _copy(ctx, x):
 
 @register("Cast", 1)
 def Cast(ctx, x, to, saturate=1, round_mode="up"):
-    """`saturate` and `round_mode` only concern float8 targets, which cannot be compiled."""
+    """`saturate` concerns float8 targets, `round_mode` float8 E8M0 ones."""
     if isinstance(to, str):  # Cast-1 names the type: "FLOAT", "INT64", ...
         if to.upper() not in TensorProto.DataType.keys():
             ctx.fail(f"unknown element type name {to!r}")
@@ -383,14 +427,14 @@ def Cast(ctx, x, to, saturate=1, round_mode="up"):
     if dtype not in COMPILABLE_DTYPES:
         name = TensorProto.DataType.Name(to) if to in TensorProto.DataType.values() else to
         ctx.fail(f"cast to {name} cannot be compiled (onnxjit holds float16/32/64, bfloat16, "
-                 "int8-64, uint8-64 and bool)")
-    y = _cast(ctx, x, dtype)
+                 "float8, float4 E2M1, int2-64, uint2-64 and bool)")
+    y = _cast(ctx, x, dtype, saturate, round_mode)
     return y if y is not x else _copy(ctx, x)
 
 
 @register("CastLike", 15)
 def CastLike(ctx, x, like, saturate=1, round_mode="up"):
-    y = _cast(ctx, x, like.dtype)
+    y = _cast(ctx, x, like.dtype, saturate, round_mode)
     return y if y is not x else _copy(ctx, x)
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from ..ir import NUMBA_DTYPES
+from ..ir import BIT_TYPES, NUMBA_DTYPES
 from ..kernels import shapes
 from ..registry import register
+from .elementwise import BIT_FLOATS, BIT_INTS, bit_value
 
 F64 = np.dtype(np.float64)
 I32 = np.dtype(np.int32)
@@ -59,9 +60,35 @@ def _param(ctx, v, x_shape, axis, block_size, what):
 def _quant_dtype(ctx, zp, output_dtype):
     dtype = zp.dtype if zp is not None else (
         helper.tensor_dtype_to_np_dtype(output_dtype) if output_dtype else np.dtype(np.uint8))
+    dtype = np.dtype(dtype)
+    if dtype in BIT_TYPES and BIT_TYPES[dtype] != "float8_e8m0fnu":
+        return dtype
     if dtype not in NUMBA_DTYPES or dtype.kind not in "iu":
         ctx.fail(f"quantized type {dtype} is not supported")
-    return np.dtype(dtype)
+    return dtype
+
+
+def _quantize_bits(ctx, q, inputs, zp, dtype, saturate):
+    """QuantizeLinear into a type held as bit patterns, q over {0}.. of inputs (reference
+    semantics: integers saturate to their range and add the zero point; float8 rounds with
+    Cast's saturation, no zero point; float4 adds its zero point and saturates)."""
+    name = BIT_TYPES[dtype]
+    if name in BIT_INTS:
+        value, mask = BIT_INTS[name]
+        bits = int(np.log2(mask + 1))
+        lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if value.kind == "i" else (0, mask)
+        n = len(inputs)
+        zp_src = f"{{{n}}}" if zp is not None else "0"
+        inputs = list(inputs) + ([bit_value(ctx, zp)] if zp is not None else [])
+        expr = (f"__k_narrow.low_bits(__np.int64(__k_quantize.saturate({q}, {zp_src}, "
+                f"{ctx.lit(float(lo))}, {ctx.lit(float(hi))})), {ctx.lit(mask)})")
+        return ctx.elementwise(expr, *inputs, dtype=dtype)
+    kind = BIT_FLOATS[name]
+    if kind == "e2m1" and zp is not None:
+        q = f"({q} + {{{len(inputs)}}})"
+        inputs = list(inputs) + [bit_value(ctx, zp)]
+    expr = f"__k_narrow.enc_{kind}({q}, {ctx.lit(bool(saturate))})"
+    return ctx.elementwise(expr, *inputs, dtype=dtype)
 
 
 def _requantize(ctx, q_expr, inputs, zp, dtype):
@@ -86,16 +113,24 @@ def QuantizeLinear(ctx, x, y_scale, y_zero_point=None, axis=1, saturate=1, block
         q = f"{p}({{0}}) / {p}({{1}})"
     elif x.dtype in NARROW:
         q = f"{NARROW[x.dtype]}({q})"   # the quotient of narrow floats is rounded to their type
+    if dtype in BIT_TYPES:
+        return _quantize_bits(ctx, q, [x, scale], zp, dtype, saturate)
     return _requantize(ctx, q, [x, scale], zp, dtype)
 
 
 @register("DequantizeLinear", 10)
 def DequantizeLinear(ctx, x, x_scale, x_zero_point=None, axis=1, block_size=0, output_dtype=0):
-    if x.dtype.kind not in "iu":
+    bits = BIT_TYPES.get(x.dtype)
+    if (bits is None and x.dtype.kind not in "iu") or bits == "float8_e8m0fnu":
         ctx.fail(f"quantized type {x.dtype} is not supported")
     out = helper.tensor_dtype_to_np_dtype(output_dtype) if output_dtype else x_scale.dtype
     scale = _param(ctx, x_scale, x.shape, axis, block_size, "x_scale")
     zp = _param(ctx, x_zero_point, x.shape, axis, block_size, "x_zero_point")
+    if bits is not None:
+        # held as bit patterns: computed from the values; float8 and float4 have no zero point
+        # (the reference ignores theirs: float8's must be 0)
+        x = bit_value(ctx, x)
+        zp = bit_value(ctx, zp) if zp is not None and bits in BIT_INTS else None
     if zp is None:
         return ctx.elementwise("__np.float32({0}) * {1}", x, scale, dtype=out)
     # float32(x) - zp computes in numpy's promotion of float32 with the zero point's type
