@@ -14,6 +14,7 @@ import numpy as np
 from . import staged
 from .errors import KernelError, LoweringError
 from .ir import attributes
+from .kernels import dynamic
 
 HANDLERS = {}     # op_type -> (function, runs Python)
 
@@ -30,7 +31,7 @@ def is_python(node):
     return entry is None or entry[1] or node.op_type == "Identity"
 
 
-def run_host(owner, node, args, outer):
+def run_host(owner, node, args, outer, attrs=None):
     entry = HANDLERS.get(node.op_type)
     if entry is None:
         if all(not isinstance(a, list) for a in args):
@@ -43,7 +44,8 @@ def run_host(owner, node, args, outer):
     if python:
         staged.python_segments[(node.op_type, _why(node))] += 1
     try:
-        outs = fn(_Ctx(owner, node, outer), *args, **attributes(node))
+        outs = fn(_Ctx(owner, node, outer), *args,
+                  **(attributes(node) if attrs is None else attrs))
     except (IndexError, ValueError) as exc:
         if isinstance(exc, (KernelError, LoweringError)):
             raise
@@ -52,12 +54,12 @@ def run_host(owner, node, args, outer):
 
 
 def _why(node):
-    if node.op_type in staged.SEQUENCE_OPS:
-        return "sequences and optionals are Python lists / None"
     if node.op_type == "If":
         return "branch chosen at run time, branches compiled"
     if node.op_type in staged.SUBGRAPH_OPS:
         return "loop in Python, body compiled"
+    if node.op_type in staged.SEQUENCE_OPS:
+        return "sequences and optionals are Python lists / None"
     return "reads or makes a sequence"
 
 
@@ -288,29 +290,26 @@ def sequence_map(ctx, seq, *extra, body=None):
 # -- data-dependent sizes: compiled kernels ----------------------------------------------------
 @host("NonZero", python=False)
 def nonzero(ctx, x):
-    from .kernels.dynamic import nonzero_indices
-    return [nonzero_indices(x)]
+    return [dynamic.nonzero_indices(x)]
 
 
 @host("Compress", python=False)
 def compress(ctx, x, condition, axis=None):
-    from .kernels.dynamic import compress as kernel
     if axis is not None and not -x.ndim <= axis < x.ndim:
         ctx.fail(f"axis {axis} is out of range for rank {x.ndim}")
-    return [kernel(x, condition, axis)]
+    return [dynamic.compress(x, condition, axis)]
 
 
 @host("Unique", python=False)
 def unique(ctx, x, axis=None, sorted=1):
-    from .kernels.dynamic import unique as kernel
     if axis is not None and not -x.ndim <= axis < x.ndim:
         ctx.fail(f"axis {axis} is out of range for rank {x.ndim}")
-    outs = kernel(x, axis, sorted)
+    outs = dynamic.unique(x, axis, sorted)
     return list(outs[:max(1, len([o for o in ctx.node.output]))])
 
 
 @host("NonMaxSuppression", python=False)
 def non_max_suppression(ctx, boxes, scores, max_output=None, iou=None, score=None,
                         center_point_box=0):
-    from .kernels.dynamic import non_max_suppression as kernel
-    return [kernel(boxes, scores, max_output, iou, score, center_point_box)]
+    return [dynamic.non_max_suppression(boxes, scores, max_output, iou, score,
+                                        center_point_box)]

@@ -30,6 +30,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from .errors import DataDependent, InputError, LoweringError, ModelError
+from .specialize import VALUE_KEYED
 
 # Ops always run by the driver (no lowering can hold their values or their output's size).
 SEQUENCE_OPS = {"SequenceConstruct", "SequenceAt", "SequenceEmpty", "SequenceInsert",
@@ -138,12 +139,14 @@ def tensor_type_of(name, value):
 
 
 def _type_key(value):
+    if type(value) is np.ndarray:
+        return (value.dtype, value.ndim)
     if isinstance(value, list):
         return ("seq", _type_key(value[0]) if value else None)
     if value is None:
         return None
     a = np.asarray(value)
-    return (a.dtype.str, a.ndim)
+    return (a.dtype, a.ndim)
 
 
 class Segment:
@@ -157,9 +160,12 @@ class Segment:
         self.reps = {}
         self.keyed = frozenset(n for n in self.nodes[0].input if n)
 
-    def run(self, args):
-        from .specialize import VALUE_KEYED
-        key = tuple(_type_key(a) for a in args)
+    def run(self, args, env=None):
+        try:
+            key = tuple([(a.dtype, a.ndim) for a in args])
+        except AttributeError:       # numpy scalars, sequences
+            args = [a if isinstance(a, list) else np.asarray(a) for a in args]
+            key = tuple([_type_key(a) for a in args])
         rep = self.reps.get(key)
         if rep is None:
             rep = self.reps[key] = self._make_rep(args)
@@ -167,7 +173,7 @@ class Segment:
         # any other value needed at compile time cuts the segment again (StagedRep._learn).
         token = VALUE_KEYED.set(self.keyed)
         try:
-            return rep.run([np.asarray(a) if not isinstance(a, np.ndarray) else a for a in args])
+            return rep.run(args if type(args) is list else list(args))
         finally:
             VALUE_KEYED.reset(token)
 
@@ -188,6 +194,35 @@ class Segment:
         rep = OnnxJitRep(model, **dict(o.rep_options, tiered=False), lazy=True)
         rep.staging = False      # DataDependent reaches the StagedRep, which cuts there
         return rep
+
+
+class HostStage:
+    """One node the driver runs (host_ops.py), with what it reads prepared once."""
+
+    def __init__(self, owner, k):
+        from .ir import attributes
+        self.owner, self.index, self.node = owner, k, owner.nodes[k]
+        self.start = k
+        node = self.node
+        self.arg_names = list(node.input)
+        self.outer = list(dict.fromkeys(n for s in _subgraphs(node) for n in free_names(s)))
+        self.inputs = [n for n in self.arg_names if n] + self.outer
+        self.outputs = [n for n in node.output]
+        self.attrs = attributes(node)
+        from .host_ops import run_host
+        self.run_host = run_host
+
+    def run(self, args, env):
+        if not self.outer and len(self.inputs) == len(self.arg_names):
+            outs = self.run_host(self.owner, self.node, args, {}, self.attrs)
+        else:
+            values = dict(zip(self.inputs, args))
+            outs = self.run_host(self.owner, self.node,
+                                 [values[n] if n else None for n in self.arg_names],
+                                 {n: values[n] for n in self.outer}, self.attrs)
+        if len(outs) < len(self.outputs):
+            outs = list(outs) + [None] * (len(self.outputs) - len(outs))
+        return outs
 
 
 class StagedRep:
@@ -217,6 +252,8 @@ class StagedRep:
         self.input_names = input_names if input_names is not None else \
             [i.name for i in graph.input if i.name not in inits]
         self.output_names = [o.name for o in graph.output]
+        from onnx.backend.base import namedtupledict
+        self._outputs = namedtupledict("Outputs", self.output_names)
         self.host = _host_nodes(graph, declared)
         self.cuts = set()           # nodes starting a segment (learnt from DataDependent)
         self._segments = {}         # (start, end) -> Segment
@@ -235,7 +272,7 @@ class StagedRep:
                 if start is not None:
                     stages.append(self._segment(start, k))
                     start = None
-                stages.append(("host", k))
+                stages.append(HostStage(self, k))
             else:
                 if start is not None and k in self.cuts:
                     stages.append(self._segment(start, k))
@@ -272,7 +309,6 @@ class StagedRep:
 
     # -- running -----------------------------------------------------------------------------
     def run(self, inputs, **kwargs):
-        from onnx.backend.base import namedtupledict
         if isinstance(inputs, dict):
             missing = [n for n in self.input_names if n not in inputs]
             if missing:
@@ -285,8 +321,9 @@ class StagedRep:
         if len(inputs) != len(self.input_names):
             raise InputError(f"the model takes {len(self.input_names)} input(s) "
                              f"{self.input_names}, got {len(inputs)}")
-        outs = self.evaluate(dict(zip(self.input_names, [_value(a) for a in inputs])))
-        return namedtupledict("Outputs", self.output_names)(*outs)
+        outs = self.evaluate(dict(zip(self.input_names, [
+            a if type(a) is np.ndarray else _value(a) for a in inputs])))
+        return self._outputs(*outs)
 
     def evaluate(self, env):
         """The graph's outputs for `env` {name: value} (graph inputs, outer-scope values)."""
@@ -298,23 +335,14 @@ class StagedRep:
         raise LoweringError(f"graph {self.name!r}: could not be staged")
 
     def _evaluate(self, env):
-        from .host_ops import run_host
-        for stage in self.plan():
-            if isinstance(stage, Segment):
+        consts = self.consts
+        for stage in self._plan or self.plan():
+            try:
+                args = [env[n] if n in env else consts[n] for n in stage.inputs]
+            except KeyError:
                 args = [self._lookup(env, n) for n in stage.inputs]
-                outs = stage.run(args)
-                env.update(zip(stage.outputs, outs))
-            else:
-                node = self.nodes[stage[1]]
-                args = [None if not n else self._lookup(env, n) for n in node.input]
-                outer = {}
-                for s in _subgraphs(node):
-                    for n in free_names(s):
-                        if n in env:
-                            outer[n] = env[n]
-                outs = run_host(self, node, args, outer)
-                env.update((n, v) for n, v in zip(node.output, outs) if n)
-        return [self._lookup(env, n) for n in self.output_names]
+            env.update(zip(stage.outputs, stage.run(args, env)))
+        return [env[n] if n in env else self._lookup(env, n) for n in self.output_names]
 
     def _lookup(self, env, name):
         if name in env:
@@ -361,8 +389,8 @@ class StagedRep:
             if isinstance(stage, Segment):
                 rows.append(("compiled", [n.op_type for n in stage.nodes]))
             else:
-                node = self.nodes[stage[1]]
-                rows.append(("python" if is_python(node) else "kernel", [node.op_type]))
+                rows.append(("python" if is_python(stage.node) else "kernel",
+                             [stage.node.op_type]))
         return rows
 
     def __repr__(self):

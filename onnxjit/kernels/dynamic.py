@@ -10,38 +10,30 @@ from numba import njit
 
 @njit(cache=True)
 def nonzero(x):
-    """ONNX NonZero of a flat (C-order) view: int64 [rank, count] indices."""
+    """ONNX NonZero of a C-contiguous array: int64 [rank, count], the indices in C order."""
     flat = x.reshape(-1)
+    rank = x.ndim
     count = 0
     for i in range(flat.size):
         if flat[i] != 0:
             count += 1
-    return count
-
-
-@njit(cache=True)
-def nonzero_fill(x, shape, count):
-    rank = shape.size
-    flat = x.reshape(-1)
     out = np.empty((rank, count), np.int64)
     k = 0
     for i in range(flat.size):
         if flat[i] != 0:
             rest = i
             for d in range(rank - 1, -1, -1):
-                out[d, k] = rest % shape[d]
-                rest //= shape[d]
+                out[d, k] = rest % x.shape[d]
+                rest //= x.shape[d]
             k += 1
     return out
 
 
 def nonzero_indices(x):
     """NonZero: int64 [rank, count] (a scalar counts as rank 1, as onnx's reference has it)."""
-    a = np.ascontiguousarray(x)
-    if a.ndim == 0:
-        a = a.reshape(1)
-    shape = np.array(a.shape, np.int64)
-    return nonzero_fill(a, shape, nonzero(a))
+    if type(x) is not np.ndarray or not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x)
+    return nonzero(x.reshape(1) if x.ndim == 0 else x)
 
 
 @njit(cache=True)
