@@ -49,8 +49,8 @@ class OnnxJitRep(BackendRep):
         self._value_inputs = []   # inputs whose contents are part of the signature (shapes ...)
         self._cache = OrderedDict()   # (shape, dtype) per input [+ value bytes] -> CompiledGraph
         self._fast = {}               # _array_key per input [+ value bytes] -> CompiledGraph
-        self._hot = None              # the latest CompiledGraph.guarded, if it can be used
-        self._hot_weights = ()
+        self._hot = None              # (guarded, weights) of the latest CompiledGraph, if usable:
+        # one tuple, swapped whole, so a thread never pairs one graph's code with another's weights
         self._hot_misses = 0
         self._lock = threading.Lock()
         self._staged = None           # staged.StagedRep, once a data-dependent shape was met
@@ -65,8 +65,9 @@ class OnnxJitRep(BackendRep):
         if hot is not None and type(inputs) is list:
             # Hottest path: the latest compiled module's dispatcher checks dtypes, ranks and
             # layouts in C, and its first statement the shapes (None when they differ).
+            fn, weights = hot
             try:
-                outs = hot(*inputs, *self._hot_weights)
+                outs = fn(*inputs, *weights)
             except (TypeError, ValueError):    # no matching types: take the checked path
                 outs = None
                 self._hot_misses += 1          # Numba's mismatch error is slow (~0.1 ms):
@@ -111,9 +112,10 @@ class OnnxJitRep(BackendRep):
         else:
             self.hits += 1
         fast = tuple(map(_array_key, arrays)) + key[self._n_inputs:]
-        if len(self._fast) >= 4 * self.max_signatures:
-            self._fast.clear()
-        self._fast[fast] = compiled
+        if self._fast.get(fast) is not compiled:   # copy on write: other threads iterate it
+            table = {} if len(self._fast) >= 4 * self.max_signatures else dict(self._fast)
+            table[fast] = compiled
+            self._fast = table
         return _new_tuple(self._outputs, compiled.fn(*arrays, *compiled.weights))
 
     def _options(self):
@@ -194,8 +196,7 @@ class OnnxJitRep(BackendRep):
 
     def _set_hot(self, compiled):
         usable = compiled.guarded is not None and not self._value_inputs
-        self._hot = compiled.guarded if usable else None
-        self._hot_weights = compiled.weights
+        self._hot = (compiled.guarded, compiled.weights) if usable else None
         self._hot_misses = 0
 
     def _promote(self, key, reference, compiled):
