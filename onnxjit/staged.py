@@ -255,6 +255,10 @@ class StagedRep:
         from onnx.backend.base import namedtupledict
         self._outputs = namedtupledict("Outputs", self.output_names)
         self.host = _host_nodes(graph, declared)
+        self._kinds = {i.name: i.type.WhichOneof("value") for i in graph.input
+                       if i.HasField("type")}
+        self.model = None           # the ModelProto of a top-level rep (pickling)
+        self._plain = [self._kinds.get(n) in ("tensor_type", None) for n in self.input_names]
         self.cuts = set()           # nodes starting a segment (learnt from DataDependent)
         self._segments = {}         # (start, end) -> Segment
         self._lock = threading.RLock()
@@ -321,9 +325,24 @@ class StagedRep:
         if len(inputs) != len(self.input_names):
             raise InputError(f"the model takes {len(self.input_names)} input(s) "
                              f"{self.input_names}, got {len(inputs)}")
-        outs = self.evaluate(dict(zip(self.input_names, [
-            a if type(a) is np.ndarray else _value(a) for a in inputs])))
-        return self._outputs(*outs)
+        values = [a if plain and type(a) is np.ndarray and a.dtype.kind not in "US"
+                  else self._check(n, _value(a))
+                  for n, a, plain in zip(self.input_names, inputs, self._plain)]
+        return self._outputs(*self.evaluate(dict(zip(self.input_names, values))))
+
+    def _check(self, name, value):
+        """A sequence where the model declares one, None only for an optional."""
+        kind = self._kinds.get(name)
+        if isinstance(value, list) and kind not in ("sequence_type", "optional_type", None):
+            raise InputError(f"input {name!r}: expected a tensor, got a sequence (list)")
+        if value is None and kind != "optional_type":
+            raise InputError(f"input {name!r}: got None, but it is not an optional input")
+        if isinstance(value, np.ndarray) and kind == "sequence_type":
+            raise InputError(f"input {name!r}: expected a sequence (a list of arrays), got an "
+                             "array")
+        if isinstance(value, np.ndarray) and value.dtype.kind in "US":
+            value = value.astype(str).astype(object)
+        return value
 
     def evaluate(self, env):
         """The graph's outputs for `env` {name: value} (graph inputs, outer-scope values)."""
@@ -393,8 +412,20 @@ class StagedRep:
                              [stage.node.op_type]))
         return rows
 
+    def cache_info(self):
+        """Per compiled segment: its nodes' op types and its reps' cache_info()."""
+        return [{"ops": [n.op_type for n in s.nodes],
+                 "reps": [r.cache_info() for r in s.reps.values()]}
+                for s in self.plan() if isinstance(s, Segment)]
+
     def __repr__(self):
         return f"<StagedRep {self.name!r}: {len(self.plan())} stage(s)>"
+
+    def __reduce__(self):
+        if self.model is None:
+            raise TypeError("only a whole model's StagedRep can be pickled")
+        options = {k: v for k, v in self.rep_options.items() if k != "progress"}
+        return _unpickle_staged, (self.model.SerializeToString(), options)
 
 
 def _contains(graph, node):
@@ -423,8 +454,14 @@ def unsupported_ops(model):
 
 def prepare_staged(model, rep_options=None):
     """A StagedRep of a whole model."""
-    return StagedRep(model.graph, model.opset_import, model.ir_version, model.functions,
-                     rep_options=rep_options)
+    rep = StagedRep(model.graph, model.opset_import, model.ir_version, model.functions,
+                    rep_options=rep_options)
+    rep.model = model
+    return rep
+
+
+def _unpickle_staged(data, options):
+    return prepare_staged(onnx.ModelProto.FromString(data), options)
 
 
 def subgraph_rep(parent, graph, outer_types=None):

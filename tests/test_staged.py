@@ -316,3 +316,23 @@ def test_python_segments_are_counted():
     test_sequence_input_and_output()
     assert sum(staged.python_segments.values()) >= 3
     assert {op for op, _ in staged.python_segments} >= {"SequenceInsert", "SequenceErase"}
+
+
+def test_wrong_kinds_of_input_are_refused_and_reps_pickle():
+    import pickle
+    from onnxjit.errors import InputError
+    nodes = [helper.make_node("SequenceLength", ["s"], ["n"]),
+             helper.make_node("Add", ["n", "x"], ["y"])]
+    seq_t = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, None))
+    model = make(nodes, [helper.make_value_info("s", seq_t), tensor("x", TensorProto.INT64, [])],
+                 [tensor("y", TensorProto.INT64)])
+    rep = onnxjit.backend.prepare(model)
+    with pytest.raises(InputError, match="'s'.*expected a sequence"):
+        rep.run({"s": np.zeros(3, np.float32), "x": np.array(1)})
+    with pytest.raises(InputError, match="'x'.*expected a tensor"):
+        rep.run({"s": [np.zeros(3, np.float32)], "x": [np.array(1)]})
+    with pytest.raises(InputError, match="'s'.*not an optional"):
+        rep.run({"s": None, "x": np.array(1)})
+    copy = pickle.loads(pickle.dumps(rep))
+    feeds = {"s": [np.zeros(3, np.float32)] * 4, "x": np.array(2)}
+    check(model, feeds, copy, ref_run)
