@@ -1,4 +1,5 @@
-"""Kernels of the ops that draw random numbers (Dropout in training mode).
+"""Kernels of the ops that draw random numbers: Dropout in training mode, RandomUniform(Like),
+RandomNormal(Like), Bernoulli.
 
 Numba's np.random is numpy's legacy Mersenne Twister: np.random.seed(s) followed by
 np.random.uniform draws exactly what numpy.random.RandomState(s).uniform does.
@@ -30,3 +31,35 @@ def dropout(x, training, ratio, seed, seeded):
         mf[i] = keep
         yf[i] = xf[i] * scale if keep else 0.0
     return y, mask
+
+
+
+@njit(**_JIT)
+def uniform(shape, seed, seeded):
+    """float64 uniform [0, 1) draws (numpy's RandomState.rand when seeded)."""
+    if seeded:
+        np.random.seed(seed)
+    return np.random.random(shape)
+
+
+@njit(**_JIT)
+def normal(shape, seed, seeded):
+    """float64 standard normal draws (numpy's RandomState.randn when seeded)."""
+    if seeded:
+        np.random.seed(seed)
+    return np.random.standard_normal(shape)
+
+
+@njit(**_JIT)
+def bernoulli(p, seed, seeded):
+    """float64 0/1 draws, 1 with probability p, each drawn as numpy's binomial(1, p)."""
+    if seeded:
+        np.random.seed(seed)
+    out = np.empty(p.shape, np.float64)
+    pf, of = np.ascontiguousarray(p).reshape(-1), out.reshape(-1)
+    for i in range(pf.size):
+        q = float(pf[i])
+        if not 0.0 <= q <= 1.0:
+            raise ValueError("Bernoulli: a probability is outside [0, 1]")
+        of[i] = np.random.binomial(1, q)
+    return out
