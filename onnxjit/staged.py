@@ -36,7 +36,10 @@ from .specialize import VALUE_KEYED
 SEQUENCE_OPS = {"SequenceConstruct", "SequenceAt", "SequenceEmpty", "SequenceInsert",
                 "SequenceErase", "SequenceLength", "SplitToSequence", "ConcatFromSequence",
                 "SequenceMap", "Optional", "OptionalHasElement", "OptionalGetElement"}
-HOST_OPS = SEQUENCE_OPS | {"NonMaxSuppression", "Unique", "Scan"}
+# OptionalHasElement / OptionalGetElement of tensors compile (ops/movement.py): host nodes only
+# where they read an optional of a sequence or an optional graph input.
+HOST_OPS = (SEQUENCE_OPS - {"OptionalHasElement", "OptionalGetElement"}) | {
+    "NonMaxSuppression", "Unique", "Scan"}
 # Ops made host nodes when their lowering raises DataDependent (instead of a new segment).
 HOST_WHEN_DYNAMIC = {"NonZero", "Compress", "If", "Loop", "Unique", "NonMaxSuppression"}
 SUBGRAPH_OPS = {"If", "Loop", "Scan", "SequenceMap"}
