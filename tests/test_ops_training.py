@@ -122,3 +122,49 @@ def test_dropout_unseeded_keeps_the_ratio():
     assert z.dtype == np.bool_ and 0.67 < z.mean() < 0.73
     np.testing.assert_allclose(y[z], 1 / 0.7, rtol=1e-6)
     assert not y[~z].any()
+
+
+# ---- Gradient ------------------------------------------------------------------------------
+# Graphs over a, b (float64, one shape) as (op, inputs, output) triples; the last output is y.
+GRAPHS = [
+    [("Add", ["a", "b"], "c"), ("Mul", ["c", "a"], "y")],
+    [("Sub", ["a", "b"], "c"), ("Mul", ["a", "b"], "d"), ("Div", ["c", "d"], "y")],
+    [("Mul", ["a", "a"], "c"), ("Neg", ["c"], "n"), ("Identity", ["n"], "m"),
+     ("Add", ["m", "b"], "y")],
+    [("Mul", ["a", "a"], "y")],   # dy/db = 0: b does not reach y
+]
+
+
+def _gradient_model(triples, with_gradient=True):
+    nodes = [helper.make_node(op, ins, [out]) for op, ins, out in triples]
+    outs = ["y"]
+    if with_gradient:
+        nodes.append(helper.make_node("Gradient", ["a", "b"], ["da", "db"], domain=TRAINING,
+                                      xs=["a", "b"], y="y"))
+        outs += ["da", "db"]
+    t = np_dtype_to_tensor_dtype(np.dtype(F64))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, t, [3, 4])
+                                           for n in "ab"],
+                              [helper.make_tensor_value_info(n, t, [3, 4]) for n in outs])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                   helper.make_opsetid(TRAINING, 1)])
+
+
+@pytest.mark.parametrize("triples", GRAPHS)
+def test_gradient_against_finite_differences_of_the_reference(triples):
+    """Each element of y depends on the same elements of a and b: the elementwise derivative is
+    (f(x + h) - f(x - h)) / 2h of the reference's forward graph, all elements at once."""
+    a, b = _rand((3, 4), F64, 1), _rand((3, 4), F64, 2) + 3.0
+    y, da, db = onnxjit.backend.prepare(_gradient_model(triples)).run({"a": a, "b": b})
+    forward = ReferenceEvaluator(_gradient_model(triples, with_gradient=False))
+    h = 1e-6
+    f = lambda a_, b_: forward.run(None, {"a": a_, "b": b_})[0]   # noqa: E731
+    np.testing.assert_allclose(y, f(a, b), rtol=1e-12)
+    np.testing.assert_allclose(da, (f(a + h, b) - f(a - h, b)) / (2 * h), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(db, (f(a, b + h) - f(a, b - h)) / (2 * h), rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_of_an_unsupported_op_is_refused():
+    model = _gradient_model([("Exp", ["a"], "e"), ("Add", ["e", "b"], "y")])
+    with pytest.raises(LoweringError, match="cannot differentiate Exp"):
+        onnxjit.backend.prepare(model).run({"a": _rand((3, 4), F64), "b": _rand((3, 4), F64)})

@@ -1,4 +1,4 @@
-"""ai.onnx.preview.training optimizers (Adam, Adagrad, Momentum) and BatchNormalization's
+"""ai.onnx.preview.training optimizers (Adam, Adagrad, Momentum), Gradient and BatchNormalization's
 training mode.
 
 Each is a few elementwise expressions per optimized tensor (R and T are scalars broadcast into
@@ -117,3 +117,65 @@ def BatchNormalization(ctx, x, scale, bias, mean, var, epsilon=np.float32(1e-5),
     y = ctx.call(f"{{0}}.reshape({ctx.lit(x.shape)})", y, shape=x.shape, dtype=x.dtype,
                  view=True)
     return [y, m, v]
+
+
+def _gradient_rule(ctx, op, ins, g):
+    """d(out)/d(input) * g for each input of an elementwise op (None: no gradient flows)."""
+    def ew(expr, *vals):
+        return ctx.elementwise(expr, *vals, dtype=g.dtype)
+    if op == "Add":
+        return [g, g]
+    if op == "Sub":
+        return [g, ew("(-{0})", g)]
+    if op == "Mul":
+        return [ew("({0} * {1})", g, ins[1]), ew("({0} * {1})", g, ins[0])]
+    if op == "Div":
+        return [ew("({0} / {1})", g, ins[1]),
+                ew("(-{0} * {1} / ({2} * {2}))", g, ins[0], ins[1])]
+    if op == "Neg":
+        return [ew("(-{0})", g)]
+    return None
+
+
+@register("Gradient", since=1, domain=TRAINING)
+def Gradient(ctx, *inputs, xs=None, y=None, zs=None):
+    """The gradient of `y` with respect to each of `xs`, by reverse-mode differentiation of the
+    steps already lowered between them (elementwise Add, Sub, Mul, Div, Neg; Identity passes
+    the Value through), operands of one shape (no broadcasting)."""
+    if not xs or not y:
+        ctx.fail("the xs and y attributes are required")
+    missing = [n for n in [*xs, y] if n not in ctx.env]
+    if missing:
+        ctx.fail(f"{missing} are not values of the graph")
+    yv, xvals = ctx.env[y], [ctx.env[n] for n in xs]
+    _floats(ctx, yv, *xvals)
+    depends = {id(v) for v in xvals}
+    steps = []
+    for step in ctx.program.steps:
+        if any(v is not None and id(v) in depends for v in step.inputs):
+            depends.update(id(o) for o in step.outs)
+            steps.append(step)
+    grads = {id(yv): ctx.constant(np.ones(yv.shape, yv.dtype))}
+    for step in reversed(steps):
+        g = grads.get(id(step.outs[0])) if len(step.outs) == 1 else None
+        if g is None:
+            continue
+        name, op = step.nodes[0] if len(step.nodes) == 1 else ("", step.kind)
+        ins = step.inputs
+        rule = (_gradient_rule(ctx, op, ins, g)
+                if step.kind == "ew" and all(v.shape == g.shape for v in ins) else None)
+        if rule is None:
+            ctx.fail(f"cannot differentiate {op} node {name!r} (Add, Sub, Mul, Div and Neg of "
+                     "same-shape operands are supported)")
+        for v, c in zip(ins, rule):
+            if id(v) not in depends:
+                continue
+            old = grads.get(id(v))
+            grads[id(v)] = c if old is None else ctx.elementwise(
+                "({0} + {1})", old, c, dtype=c.dtype)
+    outs = []
+    for x in xvals:
+        g = grads.get(id(x))
+        g = ctx.constant(np.zeros(x.shape, x.dtype)) if g is None else g
+        outs.append(ctx.elementwise("{0}", g, dtype=x.dtype))   # a Value of its own per output
+    return outs
