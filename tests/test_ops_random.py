@@ -74,3 +74,18 @@ def test_random_ops_are_not_folded():
         graph, opset_imports=[helper.make_opsetid("", 22)]))
     a, b = rep.run({})[0], rep.run({})[0]
     assert not np.array_equal(a, b) and 0.4 < a.mean() < 0.6
+
+
+@pytest.mark.parametrize("seed", [-1.0, 2.0 ** 33, float("inf")])
+def test_bad_seed_is_a_clear_error(seed):
+    from onnxjit.errors import OnnxJitError
+    model = _model("RandomUniform", {}, ["y"], opsets=(("", 22),), shape=[2], seed=seed)
+    with pytest.raises(OnnxJitError, match="seed"):
+        onnxjit.backend.prepare(model).run({})
+
+
+def test_nan_seed_draws_unseeded():
+    model = _model("RandomUniform", {}, ["y"], opsets=(("", 22),), shape=[1000],
+                   seed=float("nan"))
+    rep = onnxjit.backend.prepare(model)
+    assert not np.array_equal(rep.run({})[0], rep.run({})[0])

@@ -138,6 +138,8 @@ def Dropout(ctx, x, ratio=None, training_mode=None, is_test=0, consumed_inputs=N
         flag = ("True" if training_mode.const is not None
                 else "__np.ascontiguousarray({1}).reshape(1)[0]")
         r = "0.5" if ratio is None else "__np.ascontiguousarray({2}).reshape(1)[0]"
+        if seed is not None and not 0 <= int(seed) < 2 ** 32:
+            ctx.fail(f"seed {seed} is outside [0, 2**32)")
         expr = (f"__k_random.dropout({{0}}, {flag}, {r}, {ctx.lit(int(seed or 0))}, "
                 f"{ctx.lit(seed is not None)})")
         y, mask = ctx.call_multi(expr, x, training_mode, ratio,

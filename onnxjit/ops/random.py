@@ -17,9 +17,11 @@ from ..registry import register
 
 def _seed(ctx, seed):
     """(seed, seeded) for the kernel: numpy seeds are integers in [0, 2**32)."""
-    if seed is None:
+    if seed is None or seed != seed:   # absent or NaN: unseeded, as the reference
         return ctx.lit(0), ctx.lit(False)
-    s = int(seed)
+    if abs(seed) == float("inf"):
+        ctx.fail(f"seed {seed} is not finite")
+    s = int(seed)   # truncated, as the reference seeds RandomState(int(seed))
     if not 0 <= s < 2 ** 32:
         ctx.fail(f"seed {seed} is outside [0, 2**32)")
     return ctx.lit(s), ctx.lit(True)
