@@ -132,7 +132,8 @@ def FlexAttention(ctx, q, k, v, prob_mod=None, score_mod=None, softmax_precision
         ctx.fail("Q, K and V must share one float type")
     nb, hq, nl, e = q.shape
     hkv, ns = k.shape[1], k.shape[2]
-    if (k.shape[0], k.shape[3]) != (nb, e) or v.shape[:3] != (nb, hkv, ns) or hq % hkv:
+    if ((k.shape[0], k.shape[3]) != (nb, e) or v.shape[:3] != (nb, hkv, ns) or hkv < 1
+            or hq % hkv):
         ctx.fail(f"incompatible Q {q.shape}, K {k.shape}, V {v.shape}")
     sdt = _precision_dtype(ctx, q, softmax_precision)
     scale = 1.0 / np.sqrt(e) if scale is None else scale
