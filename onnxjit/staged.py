@@ -39,9 +39,9 @@ SEQUENCE_OPS = {"SequenceConstruct", "SequenceAt", "SequenceEmpty", "SequenceIns
 # OptionalHasElement / OptionalGetElement of tensors compile (ops/movement.py): host nodes only
 # where they read an optional of a sequence or an optional graph input.
 HOST_OPS = (SEQUENCE_OPS - {"OptionalHasElement", "OptionalGetElement"}) | {
-    "NonMaxSuppression", "Unique", "Scan"}
+    "NonMaxSuppression", "Unique"}
 # Ops made host nodes when their lowering raises DataDependent (instead of a new segment).
-HOST_WHEN_DYNAMIC = {"NonZero", "Compress", "If", "Loop", "Unique", "NonMaxSuppression"}
+HOST_WHEN_DYNAMIC = {"NonZero", "Compress", "If", "Loop", "Scan", "Unique", "NonMaxSuppression"}
 SUBGRAPH_OPS = {"If", "Loop", "Scan", "SequenceMap"}
 _SEQUENCE_MAKERS = {"SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceErase",
                     "SplitToSequence", "SequenceMap", "Optional"}

@@ -336,3 +336,32 @@ def test_wrong_kinds_of_input_are_refused_and_reps_pickle():
     copy = pickle.loads(pickle.dumps(rep))
     feeds = {"s": [np.zeros(3, np.float32)] * 4, "x": np.array(2)}
     check(model, feeds, copy, ref_run)
+
+
+@pytest.mark.parametrize("length", [1, 5, 80])
+def test_scan_unrolled_compiled_or_staged(length):
+    """Scan-9+ with state, two scan inputs (one reversed, one along axis 1) and two scan outputs
+    (one reversed, one along axis 1): unrolled into compiled code up to 64 steps, else a Python
+    loop over the compiled body; against onnxruntime (the reference scans forward only)."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "a"], ["s_out"]),
+         helper.make_node("Mul", ["s_out", "b"], ["y1"]),
+         helper.make_node("Tanh", ["y1"], ["y2"])],
+        "body", [tensor("s_in", shape=[3]), tensor("a", shape=[3]), tensor("b", shape=[3])],
+        [tensor("s_out", shape=[3]), tensor("y1", shape=[3]), tensor("y2", shape=[3])])
+    node = helper.make_node("Scan", ["s0", "xa", "xb"], ["s", "o1", "o2"], body=body,
+                            num_scan_inputs=2, scan_input_axes=[0, 1],
+                            scan_input_directions=[1, 0], scan_output_axes=[0, -1],
+                            scan_output_directions=[1, 0])
+    model = make([node], [tensor("s0", shape=[3]), tensor("xa", shape=[length, 3]),
+                          tensor("xb", shape=[3, length])],
+                 [tensor("s"), tensor("o1"), tensor("o2")])
+    rng = np.random.default_rng(9)
+    feeds = {"s0": rng.random(3, dtype=np.float32),
+             "xa": rng.random((length, 3), dtype=np.float32),
+             "xb": rng.random((3, length), dtype=np.float32)}
+    rep = check(model, feeds, oracle=ort_run)
+    if length <= 64:
+        assert not isinstance(rep, StagedRep)
+    else:
+        assert ("python", ["Scan"]) in rep.stages()
