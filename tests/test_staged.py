@@ -365,3 +365,23 @@ def test_scan_unrolled_compiled_or_staged(length):
         assert not isinstance(rep, StagedRep)
     else:
         assert ("python", ["Scan"]) in rep.stages()
+
+
+def test_range_with_bounds_computed_from_data():
+    nodes = [helper.make_node("ReduceMax", ["x"], ["hi"], keepdims=0),
+             helper.make_node("Cast", ["hi"], ["limit"], to=TensorProto.INT64),
+             helper.make_node("Range", ["zero", "limit", "one"], ["r"]),
+             helper.make_node("Mul", ["r", "r"], ["y"])]
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array(1, np.int64), "one")]
+    model = make(nodes, [tensor("x", shape=[100])], [tensor("y", TensorProto.INT64)], inits)
+    rep = onnxjit.backend.prepare(model)
+    rng = np.random.default_rng(10)
+    for top in (5, 9, 5):
+        x = rng.random(100, dtype=np.float32) * top
+        x[3] = top + 0.5
+        check(model, {"x": x}, rep, ort_run)
+    # the Range starts a segment specialized on its bound: one compile per distinct value
+    (seg,) = [s for s in rep.plan() if getattr(s, "nodes", [None])[0].op_type == "Range"]
+    (inner,) = seg.reps.values()
+    assert len(inner.signatures()) == 2
