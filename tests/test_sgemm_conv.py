@@ -98,6 +98,22 @@ def test_res_not_modified_and_output_fresh():
         assert not np.shares_memory(y, res) and not np.shares_memory(y, x)
 
 
+@pytest.mark.parametrize("h", [7, 20])   # the transposed and the streamed product
+def test_empty_res_is_no_residual(h):
+    """The lowering passes an empty array for "no residual", so that convs with and without
+    one share a compiled kernel: it must compute what res=None does."""
+    from onnxjit.kernels import sgemm
+    rng = np.random.default_rng(h)
+    x = rng.standard_normal((2, 40, h, h), dtype=np.float32)
+    wt = rng.standard_normal((30, 40), dtype=np.float32)
+    bias = rng.standard_normal(30, dtype=np.float32)
+    entry = sgemm.conv1x1_packed_small if sgemm.conv1x1_small(h * h, 30, 40) \
+        else sgemm.conv1x1_packed_cols
+    got = entry(x, pack_a(wt), 30, bias, 1, np.empty((0, 0, 0, 0), np.float32))
+    np.testing.assert_array_equal(got, conv1x1_packed(x, pack_a(wt), 30, bias, 1, None))
+    np.testing.assert_allclose(got, _ort(x, wt, bias, 1, None), rtol=1e-5, atol=1e-4)
+
+
 def test_non_contiguous_input():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((2, 9, 9, 24), dtype=np.float32).transpose(0, 3, 1, 2)  # (2,24,9,9)
@@ -138,16 +154,17 @@ def test_pack_a_layout():
 
 CHILD = r"""
 import numpy as np
-from onnxjit.kernels.sgemm import conv1x1_packed, pack_a
+from onnxjit.kernels.sgemm import conv1x1_packed_small, pack_a
 x = np.ones((1, 20, 10, 10), np.float32)
-y = conv1x1_packed(x, pack_a(np.ones((13, 20), np.float32)), 13, np.zeros(13, np.float32), 1, None)
+y = conv1x1_packed_small(x, pack_a(np.ones((13, 20), np.float32)), 13, np.zeros(13, np.float32),
+                         1, None)
 assert (y == 20).all()
 """
 
 
 def test_second_process_loads_from_disk_cache(tmp_path):
     """cache=True works with the masked-load / masked-store intrinsics."""
-    first, second = numba_cache_runs(CHILD, "conv1x1_packed", tmp_path / "numba")
+    first, second = numba_cache_runs(CHILD, "conv1x1_packed_small", tmp_path / "numba")
     assert first["misses"] >= 1 and first["hits"] == 0
     assert second["hits"] >= 1 and second["misses"] == 0
 

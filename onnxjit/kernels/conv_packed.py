@@ -60,9 +60,11 @@ def _conv5(x, wp, M, k3, b, s3, p6, d3, act, res):
           (W + p6[2] + p6[5] - (k3[2] - 1) * d3[2] - 1) // s3[2] + 1)
     P = o3[0] * o3[1] * o3[2]
     y = np.empty((N, M, P), np.float32)
-    has_res = res is not None
-    if res is not None:
-        y[:] = res.reshape((N, M, P))
+    has_res = False
+    if res is not None:     # an empty res is no residual (the lowering passes one for none)
+        has_res = res.size != 0
+        if has_res:
+            y[:] = res.reshape((N, M, P))
     biasf = np.zeros(M + NR, np.float32)
     biasf[:M] = b
     if y.size == 0:

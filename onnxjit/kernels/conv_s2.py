@@ -151,7 +151,7 @@ def conv_s2(x, wq, m, kernel, bias, pads, act, res):
     xf = np.ascontiguousarray(x).reshape(x.size)
     yf = y.reshape(y.size)
     rf = _flat_res(res, y)
-    has_res = res is not None
+    has_res = rf.size != 0
     bf = np.ascontiguousarray(bias)
     shape = np.array([N, C, H, W], np.int64)
     nt = num_threads() if y.size * K >= PAR_MIN_MACS else 1

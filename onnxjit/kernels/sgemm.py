@@ -47,6 +47,8 @@ NR = 32  # columns per packed panel / micro-kernel
 # separate specialization of the callee (and of everything it calls) beside the int64 one a
 # parallel caller needs, which cost ~20% of a first ResNet-50 prepare.
 I0 = np.int64(0)
+NR64 = np.int64(NR)   # NR, and False, for such call sites (the micro-kernels: one compile each)
+NO = np.bool_(False)
 KCMAX = 512  # K block
 L2_PANEL_BYTES = 786432  # packed-B bytes swept per row block (N block), sized to stay in L2
 
@@ -1690,20 +1692,20 @@ def _small_panels(xf, xo, c, hw, wpf, p0, p1, i0, i1, yt, ldt):
             co = j0 * NR
             i = i0
             while i1 - i >= 12:
-                _ck12(xf, ao + i, hw, wpf, bo, NR, c * NR, nj * NR, kc, yt, co + i * ldt,
-                      ldt, first, False, wpf, 0, 0)
+                _ck12(xf, ao + i, hw, wpf, bo, NR64, c * NR, nj * NR, kc, yt, co + i * ldt,
+                      ldt, first, NO, wpf, I0, I0)
                 i += 12
             if i1 - i >= 8:
-                _ck8(xf, ao + i, hw, wpf, bo, NR, c * NR, nj * NR, kc, yt, co + i * ldt,
-                     ldt, first, False, wpf, 0, 0)
+                _ck8(xf, ao + i, hw, wpf, bo, NR64, c * NR, nj * NR, kc, yt, co + i * ldt,
+                     ldt, first, NO, wpf, I0, I0)
                 i += 8
             if i1 - i >= 4:
-                _ck4(xf, ao + i, hw, wpf, bo, NR, c * NR, nj * NR, kc, yt, co + i * ldt,
-                     ldt, first, False, wpf, 0, 0)
+                _ck4(xf, ao + i, hw, wpf, bo, NR64, c * NR, nj * NR, kc, yt, co + i * ldt,
+                     ldt, first, NO, wpf, I0, I0)
                 i += 4
             while i < i1:
-                _ck1(xf, ao + i, hw, wpf, bo, NR, c * NR, nj * NR, kc, yt, co + i * ldt,
-                     ldt, first, False, wpf, 0, 0)
+                _ck1(xf, ao + i, hw, wpf, bo, NR64, c * NR, nj * NR, kc, yt, co + i * ldt,
+                     ldt, first, NO, wpf, I0, I0)
                 i += 1
 
 
@@ -1811,19 +1813,19 @@ def gemm_cols(wpf, npan, m, kk, bf, boff, ldb, ncols, yf, yoff, ldy, biasf, act,
                 i = r0
                 ao = (p * kk + k0) * NR - r0
                 while rend - i >= 12:
-                    _ck12(wpf, ao + i, NR, bf, bo, ldb, NR, nc, kc, yf,
+                    _ck12(wpf, ao + i, NR64, bf, bo, ldb, NR64, nc, kc, yf,
                           yoff + i * ldy + j0, ldy, first, last, biasf, i, act)
                     i += 12
                 if rend - i >= 8:
-                    _ck8(wpf, ao + i, NR, bf, bo, ldb, NR, nc, kc, yf,
+                    _ck8(wpf, ao + i, NR64, bf, bo, ldb, NR64, nc, kc, yf,
                          yoff + i * ldy + j0, ldy, first, last, biasf, i, act)
                     i += 8
                 if rend - i >= 4:
-                    _ck4(wpf, ao + i, NR, bf, bo, ldb, NR, nc, kc, yf,
+                    _ck4(wpf, ao + i, NR64, bf, bo, ldb, NR64, nc, kc, yf,
                          yoff + i * ldy + j0, ldy, first, last, biasf, i, act)
                     i += 4
                 while i < rend:
-                    _ck1(wpf, ao + i, NR, bf, bo, ldb, NR, nc, kc, yf,
+                    _ck1(wpf, ao + i, NR64, bf, bo, ldb, NR64, nc, kc, yf,
                          yoff + i * ldy + j0, ldy, first, last, biasf, i, act)
                     i += 1
 
@@ -1846,39 +1848,69 @@ def _conv1x1_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, nimg, nt):
             _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, col0, col1)
 
 
-@njit(**_JIT)
-def conv1x1_packed(x, wp, m, bias, act, res):
-    """1x1 / stride 1 / unpadded Conv: act(W @ X[n] + bias[:, None] (+ res[n])) per image.
+def conv1x1_small(hw, m, c):
+    """Whether a 1x1 conv over hw pixels, m outputs and c inputs takes the transposed product
+    (``conv1x1_packed_small``) rather than the streamed one (``conv1x1_packed_cols``)."""
+    return hw <= CONV_SMALL_HW or (hw <= CONV_MID_HW and m <= c)
 
-    x: (N, C, H, W) float32; wp = pack_a(W) for W (m, C); bias: (m,) float32 or None;
-    act: 0 identity, 1 relu; res: None or an (N, m, H, W) array added before act.
-    Returns a new (N, m, H, W) float32 array.
-    """
+
+@njit(inline="always", **_JIT)
+def _conv1x1_setup(x, wp, m, bias, res):
+    """conv1x1_packed's checks and buffers: flat x, the bias padded to the panels, y (holding
+    the residual when there is one: an empty res is none), flat y, has_res."""
     nimg, c, h, w = x.shape
-    hw = h * w
     npan = wp.shape[0]
     if wp.shape[1] != c or wp.shape[2] != NR or m > npan * NR or m <= (npan - 1) * NR:
         raise ValueError("conv1x1_packed: packed W does not match x / m")
     xf = np.ascontiguousarray(x).ravel()
-    wpf = wp.ravel()
     biasf = np.zeros(npan * NR, np.float32)
     if bias is not None:
         biasf[:m] = bias
     y = np.empty((nimg, m, h, w), np.float32)
-    has_res = res is not None
+    has_res = False
     if res is not None:
-        y[:] = res
-    yf = y.ravel()
+        has_res = res.size != 0
+        if has_res:
+            y[:] = res
+    return xf, biasf, y, y.ravel(), has_res
+
+
+@njit(inline="always", **_JIT)
+def _conv1x1_empty(nimg, m, hw, biasf, act, yf, has_res):
+    """conv1x1_packed without inputs (C == 0) or pixels: bias (+ residual), act."""
+    for i in range(nimg):
+        for r in range(m):
+            for j in range(hw):
+                o = (i * m + r) * hw + j
+                v = biasf[r] + (yf[o] if has_res else np.float32(0.0))
+                yf[o] = 0.0 if (act == 1 and v < 0.0) else v
+
+
+# conv1x1_packed (1x1 / stride 1 / unpadded Conv): act(W @ X[n] + bias[:, None] (+ res[n]))
+# per image.  x: (N, C, H, W) float32; wp = pack_a(W) for W (m, C); bias: (m,) float32 or
+# None; act: 0 identity, 1 relu; res: None, an empty array (none) or an (N, m, H, W) array
+# added before act.  Returns a new (N, m, H, W) float32 array.  Two entries, picked at
+# lowering by conv1x1_small(H*W, m, C), so each compiles only its product.
+@njit(**_JIT)
+def conv1x1_packed_small(x, wp, m, bias, act, res):
+    """conv1x1_packed by the transposed product (small H*W: see _conv1x1_small)."""
+    xf, biasf, y, yf, has_res = _conv1x1_setup(x, wp, m, bias, res)
+    nimg, c, h, w = x.shape
+    if c == 0 or h * w == 0:
+        _conv1x1_empty(nimg, m, h * w, biasf, act, yf, has_res)
+    else:
+        _conv1x1_small(xf, c, h * w, wp, m, biasf, act, yf, has_res)
+    return y
+
+
+@njit(**_JIT)
+def conv1x1_packed_cols(x, wp, m, bias, act, res):
+    """conv1x1_packed by the streamed product (columns of X, split over threads when big)."""
+    xf, biasf, y, yf, has_res = _conv1x1_setup(x, wp, m, bias, res)
+    nimg, c, h, w = x.shape
+    hw, npan, wpf = h * w, wp.shape[0], wp.ravel()
     if c == 0 or hw == 0:
-        for i in range(nimg):
-            for r in range(m):
-                for j in range(hw):
-                    o = (i * m + r) * hw + j
-                    v = biasf[r] + (yf[o] if has_res else np.float32(0.0))
-                    yf[o] = 0.0 if (act == 1 and v < 0.0) else v
-        return y
-    if hw <= CONV_SMALL_HW or (hw <= CONV_MID_HW and m <= c):
-        _conv1x1_small(xf, c, hw, wp, m, biasf, act, yf, has_res)
+        _conv1x1_empty(nimg, m, hw, biasf, act, yf, has_res)
         return y
     nt = num_threads()
     if nt > 1 and m * c * hw * nimg >= PAR_MIN_MACS:
@@ -1887,3 +1919,9 @@ def conv1x1_packed(x, wp, m, bias, act, res):
         for img in range(nimg):
             _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, I0, hw)
     return y
+
+
+def conv1x1_packed(x, wp, m, bias, act, res):
+    """conv1x1_packed from Python (tests, the Python driver): the entry conv1x1_small picks."""
+    small = conv1x1_small(x.shape[2] * x.shape[3], m, x.shape[1])
+    return (conv1x1_packed_small if small else conv1x1_packed_cols)(x, wp, m, bias, act, res)

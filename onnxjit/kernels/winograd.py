@@ -34,7 +34,7 @@ from numba import njit, prange, types
 from numba.extending import overload
 
 from . import PRANGE_ONLY, sgemm
-from .sgemm import I0, _split, num_threads
+from .sgemm import I0, NO, NR64, _split, num_threads
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -522,42 +522,49 @@ def _blas_points(u, V, yb, M, tc, p0, p1):
         np.dot(u[p].T, V[p], yb[p * _LDY:p * _LDY + M * tc].reshape((M, tc)))
 
 
+@njit(**_JIT)
+def _ck_points(u, V, yb, C, M, tc, p0, p1, zb, serial):
+    """_point_gemms on onnxjit's AVX-512 kernels (float32). A module-level function, so each
+    caller (the serial path and two parallel regions) links one compiled copy: the closure an
+    @overload returns compiles again at every call site (3 x 2 s at first use)."""
+    if serial and C < 256:
+        _blas_points(u, V, yb, M, tc, p0, p1)
+        return
+    uf = u.reshape(u.size)
+    vf = V.reshape(V.size)
+    for p in range(p0, p1):
+        if C == 0:
+            yb[p * _LDY:p * _LDY + M * tc] = 0
+        for k0 in range(0, C, _GEMM_KC):
+            kc = min(_GEMM_KC, C - k0)
+            first = k0 == 0
+            ao = (p * C + k0) * M
+            bo = (p * C + k0) * tc
+            co = p * _LDY
+            r = 0
+            while M - r >= 12:
+                sgemm._ck12(uf, ao + r, M, vf, bo, tc, NR64, tc, kc, yb, co + r * tc, tc,
+                            first, NO, zb, I0, I0)
+                r += 12
+            if M - r >= 8:
+                sgemm._ck8(uf, ao + r, M, vf, bo, tc, NR64, tc, kc, yb, co + r * tc, tc,
+                           first, NO, zb, I0, I0)
+                r += 8
+            if M - r >= 4:
+                sgemm._ck4(uf, ao + r, M, vf, bo, tc, NR64, tc, kc, yb, co + r * tc, tc,
+                           first, NO, zb, I0, I0)
+                r += 4
+            while r < M:
+                sgemm._ck1(uf, ao + r, M, vf, bo, tc, NR64, tc, kc, yb, co + r * tc, tc,
+                           first, NO, zb, I0, I0)
+                r += 1
+
+
 @overload(_point_gemms)
 def _point_gemms_impl(u, V, yb, C, M, tc, p0, p1, zb, serial):
     if _USE_CK and u.dtype == types.float32:
-        def ck(u, V, yb, C, M, tc, p0, p1, zb, serial):
-            if serial and C < 256:
-                _blas_points(u, V, yb, M, tc, p0, p1)
-                return
-            uf = u.reshape(u.size)
-            vf = V.reshape(V.size)
-            for p in range(p0, p1):
-                if C == 0:
-                    yb[p * _LDY:p * _LDY + M * tc] = 0
-                for k0 in range(0, C, _GEMM_KC):
-                    kc = min(_GEMM_KC, C - k0)
-                    first = k0 == 0
-                    ao = (p * C + k0) * M
-                    bo = (p * C + k0) * tc
-                    co = p * _LDY
-                    r = 0
-                    while M - r >= 12:
-                        sgemm._ck12(uf, ao + r, M, vf, bo, tc, 32, tc, kc, yb, co + r * tc, tc,
-                                    first, False, zb, 0, 0)
-                        r += 12
-                    if M - r >= 8:
-                        sgemm._ck8(uf, ao + r, M, vf, bo, tc, 32, tc, kc, yb, co + r * tc, tc,
-                                   first, False, zb, 0, 0)
-                        r += 8
-                    if M - r >= 4:
-                        sgemm._ck4(uf, ao + r, M, vf, bo, tc, 32, tc, kc, yb, co + r * tc, tc,
-                                   first, False, zb, 0, 0)
-                        r += 4
-                    while r < M:
-                        sgemm._ck1(uf, ao + r, M, vf, bo, tc, 32, tc, kc, yb, co + r * tc, tc,
-                                   first, False, zb, 0, 0)
-                        r += 1
-        return ck
+        return lambda u, V, yb, C, M, tc, p0, p1, zb, serial: _ck_points(
+            u, V, yb, C, M, tc, p0, p1, zb, serial)
 
     def blas(u, V, yb, C, M, tc, p0, p1, zb, serial):
         _blas_points(u, V, yb, M, tc, p0, p1)

@@ -91,7 +91,8 @@ def _conv_plan(x, w, kernel, s, d, p, group, out, depthwise):
     if conv_s2.use_s2(x.shape[1], kernel, s, d, group, x.dtype):
         return ("s2", (w.shape[0], kernel))
     if kernel == (1, 1) and s == (1, 1) and d == (1, 1) and p == (0, 0, 0, 0) and group == 1:
-        return ("packed_1x1", w.shape[0])
+        small = sgemm.conv1x1_small(out[0] * out[1], w.shape[0], x.shape[1])
+        return ("packed_1x1", (w.shape[0], "small" if small else "cols"))
     return ("packed", (w.shape[0], kernel))
 
 
@@ -104,7 +105,8 @@ def _conv_expr(meta):
         return (f"__k_depthwise.depthwise_conv({{0}}, {{1}}, {{2}}, {lit(s)}, {lit(p)}, {lit(d)}, "
                 f"{act})")
     if kind == "packed_1x1":
-        return f"__k_sgemm.conv1x1_packed({{0}}, {{1}}, {arg}, {{2}}, {act}, {res})"
+        m, product = arg
+        return f"__k_sgemm.conv1x1_packed_{product}({{0}}, {{1}}, {m}, {{2}}, {act}, {res})"
     if kind == "winograd":
         return f"__k_winograd.conv3x3({{0}}, {{1}}, {{2}}, {lit(p)}, {act}, {res})"
     if kind == "s2":
@@ -141,9 +143,16 @@ def _transform_weights(step, plan):
     elif kind == "packed":
         packed = conv_packed.pack_conv(w.const, step.meta["geometry"][3])
     else:
-        packed = sgemm.pack_a(w.const.reshape((arg, -1)))
+        packed = sgemm.pack_a(w.const.reshape((arg[0], -1)))
     step.inputs[1] = const_value(packed)
     step.meta["layout"] = plan
+    if not step.meta["res"]:
+        # no residual: an empty one, so that the convs with and without one share a compiled
+        # kernel (None is a type of its own: ResNet-50 compiled conv1x1_packed and conv_packed
+        # twice each, ~22 s at first use)
+        x = step.inputs[0]
+        step.inputs.append(const_value(np.empty((0,) * x.rank, x.dtype)))
+        step.meta["res"] = "empty"
     step.expr = _conv_expr(step.meta)
 
 
@@ -303,8 +312,8 @@ def AveragePool(ctx, x, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dil
     s, p, d, out = shapes.pool_geometry(auto_pad, x.shape[2:], tuple(kernel_shape), strides,
                                         dilations, pads, ceil_mode)
     kind = pool.scheme(x.shape, x.dtype, kernel_shape, s, p, d, out)
-    expr = (f"__k_pool.avgpool_{kind}({{0}}, {ctx.lit(tuple(kernel_shape))}, {ctx.lit(s)}, {ctx.lit(p)}, "
-            f"{ctx.lit(d)}, {ctx.lit(out)}, {ctx.lit(int(count_include_pad))})")
+    expr = (f"__k_pool.avgpool_{kind}({{0}}, {ctx.lit(tuple(kernel_shape))}, {ctx.lit(s)}, "
+            f"{ctx.lit(p)}, {ctx.lit(d)}, {ctx.lit(out)}, {ctx.lit(int(count_include_pad))})")
     return ctx.call(expr, x, shape=x.shape[:2] + tuple(out), dtype=x.dtype)
 
 
