@@ -45,10 +45,20 @@ def _to_host(value):
 
 
 def _placed(array, device):
-    """A run's result moved where its output was bound ('cpu' or 'cuda'), if it is not there."""
+    """A run's result moved where its output was bound ('cpu' or 'cuda'). A device result is
+    copied on the device: a CUDA rep returns views of its output buffers, which its next run
+    overwrites, while ORT gives each run's bound outputs OrtValues of their own."""
     if device == "cpu":
         return _to_host(array) if _is_device_array(array) else array
-    return array if _is_device_array(array) else _on_device(array, device)
+    return _device_copy(array) if _is_device_array(array) else _on_device(array, device)
+
+
+def _device_copy(array):
+    from numba import cuda
+    src = array if hasattr(array, "copy_to_host") else cuda.as_cuda_array(array)
+    out = cuda.device_array(src.shape, src.dtype)
+    out.copy_to_device(src)
+    return out
 
 
 class OrtValue:

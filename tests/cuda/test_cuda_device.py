@@ -153,3 +153,24 @@ def test_hostile_names_stay_out_of_code():
     for line in rep.source().splitlines():
         if any(bad in line for bad in ("import os", "os.system", "__import__", "import sys")):
             assert line.startswith("# ") and "\\n" in line, line
+
+
+def test_iobinding_device_outputs_survive_the_next_run():
+    """ORT's IOBinding gives each run's outputs OrtValues of their own; the CUDA rep's device
+    outputs are views of buffers its next run overwrites, so the session copies them."""
+    import onnxjit
+    a, b = rand((2, 3)), rand((3,), seed=1)
+    sess = onnxjit.InferenceSession(add_model().SerializeToString(),
+                                    providers=["CUDAExecutionProvider"])
+    on_device = onnxjit.OrtValue.ortvalue_from_numpy
+    binding = sess.io_binding()
+    binding.bind_ortvalue_input("a", on_device(a, "cuda"))   # device in: device out
+    binding.bind_ortvalue_input("b", on_device(b, "cuda"))
+    binding.bind_output("y0", "cuda")
+    sess.run_with_iobinding(binding)
+    first = binding.get_outputs()[0]
+    binding.bind_ortvalue_input("a", on_device(a * 3, "cuda"))
+    sess.run_with_iobinding(binding)
+    second = binding.get_outputs()[0]
+    np.testing.assert_allclose(first.numpy(), a + b, rtol=1e-6)
+    np.testing.assert_allclose(second.numpy(), a * 3 + b, rtol=1e-6)
