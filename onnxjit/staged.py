@@ -415,6 +415,20 @@ class StagedRep:
                              [stage.node.op_type]))
         return rows
 
+    def source(self):
+        """The generated module of each compiled segment's latest signature, in plan order,
+        each after a comment naming its stage; host nodes as comments."""
+        parts = []
+        for stage in self.plan():
+            if isinstance(stage, Segment):
+                for rep in stage.reps.values():
+                    if rep.signatures():
+                        parts.append(f"# -- compiled segment from node {stage.start}\n"
+                                     + rep.source())
+            else:
+                parts.append(f"# -- host node {stage.index}: {stage.node.op_type}\n")
+        return "\n".join(parts)
+
     def cache_info(self):
         """Per compiled segment: its nodes' op types and its reps' cache_info()."""
         return [{"ops": [n.op_type for n in s.nodes],

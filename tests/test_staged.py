@@ -197,6 +197,10 @@ def test_nonzero_of_computed_mask_with_symbolic_dims():
     rng = np.random.default_rng(3)
     for shape in ((2, 4, 3), (5, 1, 3), (2, 4, 3)):
         check(model, {"x": rng.standard_normal(shape).astype(np.float32)}, rep)
+    # symbolic dims: the model compiled lazily, met NonZero at its first run and went staged
+    assert isinstance(rep, onnxjit.backend.OnnxJitRep) and rep._staged is not None
+    assert [kind for kind, _ in rep._staged.stages()] == ["compiled", "kernel", "compiled"]
+    assert "run_graph" in rep._staged.source()
 
 
 def test_sequences_split_map_concat():
