@@ -109,7 +109,8 @@ def _patterns(dtype):
 
 def _boundaries(dtype):
     """Every finite value of the format, the midpoints between neighbours (the ties), float32
-    neighbours of each midpoint, values past the largest, specials, and random magnitudes."""
+    neighbours of each midpoint, float64 values just off each midpoint (a float64 source rounds
+    to float32 first, as ml_dtypes does), values past the largest, specials, random values."""
     values = _patterns(dtype).view(dtype).astype(np.float64)
     values = np.unique(values[np.isfinite(values)])
     mids = (values[1:] + values[:-1]) / 2
@@ -118,7 +119,8 @@ def _boundaries(dtype):
     wide = rng.standard_normal(3000) * 2.0 ** rng.integers(-24, 24, 3000)
     return np.concatenate([
         values, mids, np.nextafter(m32, np.float32(np.inf)), np.nextafter(m32, np.float32(-np.inf)),
-        values * 1.5, values * 1.01, values * 4.0, wide,
+        values * 1.5, values * 1.01, values * 4.0, wide, mids * (1 + 2.0 ** -40),
+        mids * (1 - 2.0 ** -40),
         [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e30, 1e-30, -1e-30, 1e-45]])
 
 
@@ -142,7 +144,8 @@ def test_encoders_round_like_the_reference(name, saturate, source):
     got = np.empty(x.size, np.uint8)
     _encode(x, fmt, saturate, got)
     with np.errstate(over="ignore", invalid="ignore"):
-        want = numpy_helper.saturate_cast(x, dtype) if saturate and name != "e2m1" else x.astype(dtype)
+        want = (numpy_helper.saturate_cast(x, dtype) if saturate and name != "e2m1"
+                else x.astype(dtype))
     bad = got != want.view(np.uint8)
     assert not bad.any(), (x[bad][:8], got[bad][:8], want.view(np.uint8)[bad][:8])
 
@@ -213,7 +216,8 @@ def test_cast_round_trip_model(name, saturate):
     """float32 -> T -> float16 and T itself out, in one fused loop, against the reference."""
     dtype, onnx_type, _ = {**FLOATS, **INTS}[name]
     rng = np.random.default_rng(3)
-    x = np.concatenate([rng.standard_normal(61) * 100, [np.nan, np.inf, -np.inf]]).astype(np.float32)
+    x = np.concatenate([rng.standard_normal(61) * 100, [np.nan, np.inf, -np.inf]])
+    x = x.astype(np.float32)
     x = x.reshape(4, 16)
     nodes = [helper.make_node("Cast", ["x"], ["t"], to=onnx_type, saturate=saturate),
              helper.make_node("Cast", ["t"], ["y"], to=TensorProto.FLOAT16)]
@@ -235,6 +239,34 @@ def test_cast_between_narrow_types(pair):
                    [helper.make_tensor_value_info("y", dst[1], [x.size])])
     with np.errstate(all="ignore"):
         _check(model, {"x": x})
+
+
+def test_casts_from_integers_bool_and_float64():
+    """Integer sources wrap into int4/uint2 and round into float8; bool gives 0/1; float64
+    rounds through float32 into the float types (as ml_dtypes), truncates into int4; float16
+    quantizes into float8."""
+    i = np.array([-300, -129, -9, -8, -1, 0, 1, 7, 8, 17, 255, 100000], np.int32)
+    b = np.array([True, False] * 6)
+    d = np.array([1 + 2.0 ** -4 + 2.0 ** -30, 1 + 2.0 ** -4, 300.5, -7.99, 1e300, 2.0 ** -10,
+                  -0.0, 3.5, 2.5, 1e-300, 6.25, 463.99999], np.float64)
+    h = np.linspace(-500, 500, 12).astype(np.float16)
+    casts = [("i", "i4", TensorProto.INT4), ("i", "u2", TensorProto.UINT2),
+             ("i", "f8", TensorProto.FLOAT8E4M3FN), ("b", "b4", TensorProto.UINT4),
+             ("b", "bf", TensorProto.FLOAT8E5M2), ("d", "d8", TensorProto.FLOAT8E4M3FN),
+             ("d", "d4", TensorProto.FLOAT4E2M1), ("d", "di", TensorProto.INT4)]
+    nodes = [helper.make_node("Cast", [src], [dst], to=to) for src, dst, to in casts]
+    nodes.append(helper.make_node("QuantizeLinear", ["h", "hs", "hz"], ["hq"]))
+    model = _model(nodes, [helper.make_tensor_value_info("i", TensorProto.INT32, [12]),
+                           helper.make_tensor_value_info("b", TensorProto.BOOL, [12]),
+                           helper.make_tensor_value_info("d", TensorProto.DOUBLE, [12]),
+                           helper.make_tensor_value_info("h", TensorProto.FLOAT16, [12])],
+                   [helper.make_tensor_value_info(dst, to, [12]) for _, dst, to in casts]
+                   + [helper.make_tensor_value_info("hq", TensorProto.FLOAT8E4M3FN, [12])],
+                   [numpy_helper.from_array(np.array(0.75, np.float16), "hs"),
+                    numpy_helper.from_array(np.array(0, np.float32).astype(
+                        ml_dtypes.float8_e4m3fn), "hz")])
+    with np.errstate(all="ignore"):
+        _check(model, {"i": i, "b": b, "d": d, "h": h})
 
 
 def test_e8m0_cast_round_modes():

@@ -3,8 +3,8 @@
 Compiled code holds each element of these types as its bit pattern in a uint8 (4- and 2-bit
 types in the low bits, as ml_dtypes stores them). These scalar helpers are inlined into fused
 elementwise loops: decoders give the value (float32 for the float types, exact; an integer for
-the integer ones), encoders round a float to nearest even from its float64 bits (float32,
-float16 and int32 sources convert to float64 exactly, so one rounding, as ml_dtypes does).
+the integer ones), encoders round a float32 to nearest even (a float64 source is rounded to
+float32 first, as ml_dtypes and ONNX Runtime convert it; float16 and int16 sources are exact).
 They are integer code without calls or loops, which LLVM vectorizes in the fused loops (a
 float32 -> E4M3FN -> float32 round trip of 1M elements: ~1.5 ms, ORT 1.31 ~21-28 ms at 1
 thread; int4 ~0.16 ms).
@@ -84,8 +84,8 @@ def _code(a, m, bias):
 
 @njit(**_JIT)
 def _split(x):
-    """(magnitude bits, sign, is NaN, is inf) of float x, via float64."""
-    b = _f64_bits(np.float64(x))
+    """(magnitude bits, sign, is NaN, is inf) of x rounded to float32, in float64 layout."""
+    b = _f64_bits(np.float64(np.float32(x)))
     a = b & _MAG64
     special = (a >> 52) == 2047
     return a, b < 0, special and (a & _FRAC64) != 0, special and (a & _FRAC64) == 0
