@@ -251,8 +251,8 @@ class LoweringContext:
 def lower_node(program, node, inputs, opset, model_opsets, env=None):
     """The node's output Values: folded when its inputs are constant, else lowered."""
     attrs = attributes(node)
+    validate.check_fold(node, inputs, model_opsets)   # before folding or lowering allocates
     if all(v is None or v.is_const for v in inputs) and node.op_type not in NONDETERMINISTIC:
-        validate.check_fold(node, inputs, model_opsets)     # before it allocates (size limit)
         folded = fold_node(node, inputs, model_opsets)
         if folded is not None:
             return folded

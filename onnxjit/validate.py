@@ -266,8 +266,11 @@ def current_limit():
 
 
 def check_fold(node, inputs, model_opsets):
-    """Before a node on constant inputs is evaluated at compile time: refuse it when its outputs
-    would be over the element limit (shapes from onnx's inference of the node alone)."""
+    """Before a node with constant inputs is folded or lowered (either may allocate at compile
+    time: a folded value, an index map): refuse it when its outputs would be over the element
+    limit (shapes from onnx's inference of the node alone, the small constants as data)."""
+    if not any(v is not None and v.is_const for v in inputs) or any(True for _ in _subgraphs(node)):
+        return
     schema = _schema(node, model_opsets)
     if schema is None:
         return

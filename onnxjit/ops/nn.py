@@ -589,8 +589,17 @@ def relu_into_matmul(ctx, x):
 @register("Gemm", 1)
 def Gemm(ctx, a, b, c=None, alpha=1.0, beta=1.0, transA=0, transB=0, broadcast=0):
     _float_only(ctx, a, b, c)
+    if a.rank != 2 or b.rank != 2:
+        ctx.fail(f"A and B must be matrices, got shapes {list(a.shape)} and {list(b.shape)}")
     m = a.shape[1] if transA else a.shape[0]
     n = b.shape[0] if transB else b.shape[1]
+    ka, kb = a.shape[0 if transA else 1], b.shape[1 if transB else 0]
+    if ka != kb:
+        ctx.fail(f"A {list(a.shape)} (transA={transA}) and B {list(b.shape)} (transB={transB}) "
+                 "do not multiply")
+    if c is not None and (c.rank > 2 or any(d not in (1, t) for d, t in
+                                             zip(c.shape[::-1], (n, m)))):
+        ctx.fail(f"C {list(c.shape)} does not broadcast to the output [{m}, {n}]")
     packed = _packed_gemm(ctx, a, b, c, alpha, beta, transA, transB, m, n)
     if packed is not None:
         return packed
