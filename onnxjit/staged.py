@@ -75,11 +75,25 @@ def free_names(graph):
     return list(dict.fromkeys(n for n in free if n not in defined))
 
 
+# Sequence ops a graph with tensor inputs and outputs compiles, holding its sequences as lists
+# of Values while it is specialized (ops/sequence.py).
+COMPILE_TIME_SEQUENCE_OPS = {"SequenceConstruct", "SequenceAt", "SequenceEmpty",
+                             "SequenceInsert", "SequenceErase", "SequenceLength",
+                             "SplitToSequence", "ConcatFromSequence"}
+
+
 def needs_staging(graph, declared=None):
     """Whether `graph` has a node the staged driver must run (sequences, optionals, ops with
-    data-dependent output sizes), or non-tensor inputs / outputs."""
-    return bool(_host_nodes(graph, declared)) or any(
-        not _is_tensor_type(v.type) for v in list(graph.input) + list(graph.output))
+    data-dependent output sizes), or non-tensor inputs / outputs. A whole model (no `declared`)
+    whose only such nodes are sequence ops inside it compiles (ops/sequence.py); should one
+    of them need a value computed at run time, DataDependent stages it after all."""
+    if any(not _is_tensor_type(v.type) for v in list(graph.input) + list(graph.output)):
+        return True
+    host = _host_nodes(graph, declared)
+    if declared is None and host and all(
+            graph.node[k].op_type in COMPILE_TIME_SEQUENCE_OPS for k in host):
+        return False
+    return bool(host)
 
 
 def _host_nodes(graph, declared=None):
@@ -380,6 +394,8 @@ class StagedRep:
             raise exc
         with self._lock:
             node = self.nodes[k]
+            if node.op_type in COMPILE_TIME_SEQUENCE_OPS:
+                raise exc   # sequence ops are host nodes in a StagedRep: not reached
             if node.op_type in HOST_WHEN_DYNAMIC:
                 if k in self.host:
                     raise exc

@@ -389,3 +389,35 @@ def test_range_with_bounds_computed_from_data():
     (seg,) = [s for s in rep.plan() if getattr(s, "nodes", [None])[0].op_type == "Range"]
     (inner,) = seg.reps.values()
     assert len(inner.signatures()) == 2
+
+
+@pytest.mark.parametrize("computed_position", [False, True])
+def test_sequences_inside_a_graph_compile(computed_position):
+    """Sequences made and read inside a graph with tensor inputs and outputs compile (held as
+    lists of Values while specializing); a position computed from data stages the graph,
+    the sequences then being Python lists."""
+    nodes = [helper.make_node("SplitToSequence", ["x", "two"], ["seq"], axis=1),
+             helper.make_node("SequenceInsert", ["seq", "z", "zero"], ["seq2"]),
+             helper.make_node("SequenceErase", ["seq2", "minus1"], ["seq3"]),
+             helper.make_node("SequenceLength", ["seq3"], ["n"]),
+             helper.make_node("ArgMax", ["p"], ["pos"], keepdims=0),
+             helper.make_node("SequenceAt", ["seq3", "pos" if computed_position else "one"],
+                              ["item"]),
+             helper.make_node("ConcatFromSequence", ["seq3"], ["cat"], axis=0),
+             helper.make_node("ConcatFromSequence", ["seq3"], ["stacked"], axis=-1, new_axis=1)]
+    i64 = lambda v, name: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    inits = [i64(2, "two"), i64(0, "zero"), i64(-1, "minus1"), i64(1, "one")]
+    model = make(nodes, [tensor("x", shape=[3, 6]), tensor("z", shape=[3, 2]),
+                         tensor("p", shape=[100])],
+                 [tensor("n", TensorProto.INT64), tensor("item"), tensor("cat"),
+                  tensor("stacked")], inits)
+    rng = np.random.default_rng(11)
+    rep = onnxjit.backend.prepare(model)
+    assert isinstance(rep, StagedRep) == computed_position
+    for _ in range(2):
+        p = rng.random(100, dtype=np.float32)
+        p[rng.integers(3)] = 2.0        # the position: 0, 1 or 2
+        feeds = {"x": rng.random((3, 6), dtype=np.float32),
+                 "z": rng.random((3, 2), dtype=np.float32), "p": p}
+        check(model, feeds, rep, ref_run)
+        check(model, feeds, rep, ort_run)
