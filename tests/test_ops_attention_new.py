@@ -174,3 +174,21 @@ def test_flex_attention_mod_changing_shape_is_refused():
                    opsets=(("", 23), ("ai.onnx.preview", 1)), score_mod=bad)
     with pytest.raises(LoweringError, match="score_mod"):
         onnxjit.backend.prepare(model).run(inputs)
+
+
+# ---- float16 Softmax (the expanded float16 Attention's): rounded as the reference rounds -----
+@pytest.mark.parametrize("shape,axis,opset", [((4, 6), -1, 13), ((4, 13), 1, 13),
+                                              ((4, 100), -1, 13), ((4, 300), 1, 11),
+                                              ((4, 5, 3), 1, 13)])
+def test_softmax_float16_equals_the_reference(shape, axis, opset):
+    x = (np.random.default_rng(shape[1]).standard_normal(shape) * 3).astype(F16)
+    inputs = {"x": x}
+    model = _model("Softmax", inputs, ["y"], opsets=(("", opset),), axis=axis)
+    feeds = {"x": x}
+    expected = ReferenceEvaluator(model).run(None, feeds)[0]
+    got = onnxjit.backend.prepare(model).run(feeds)[0]
+    assert got.dtype == F16 and got.shape == expected.shape
+    if x.ndim == 2:   # rows over the last axis: bit for bit (3-D axis 1: rounded once)
+        np.testing.assert_array_equal(got, expected)
+    else:
+        np.testing.assert_allclose(got.astype(F32), expected.astype(F32), rtol=2e-3, atol=1e-3)

@@ -18,6 +18,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
+from .scalar import round_f16
 from .sgemm import (_VEC, _I32, _elem_ptr, _lane_mask, _splat, _vadd, _vload, _vmul, _vstore,
                     _vstorem, _vsub, _vzero, f32x16)
 
@@ -543,3 +544,51 @@ def mvn(x):
         for j in range(cols):
             y[r, j] = (x[r, j] - mean) / (std + tiny)
     return y
+
+
+@njit(**_JIT)
+def _half_sum(row):
+    """The float32 sum numpy's add.reduce forms of a contiguous float16 row (pairwise: 8
+    accumulators up to 128 elements, halves beyond), before it is rounded to float16."""
+    n = row.shape[0]
+    if n < 8:
+        res = np.float32(0.0)
+        for i in range(n):
+            res += row[i]
+        return res
+    if n <= 128:
+        r = row[:8].copy()
+        m = n - n % 8
+        for i in range(8, m, 8):
+            for k in range(8):
+                r[k] += row[i + k]
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        for i in range(m, n):
+            res += row[i]
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _half_sum(row[:n2]) + _half_sum(row[n2:])
+
+
+@njit(**_JIT)
+def softmax_f16_rows(x):
+    """Softmax of each row of a 2-D array of float16 values held in float32, rounded as numpy
+    computes it in float16 (onnx's reference): x - max, exp and the quotient each rounded to
+    float16, the sum formed in float32 (numpy's pairwise order) and rounded."""
+    out = np.empty_like(x)
+    row = np.empty(x.shape[1], np.float32)
+    for o in range(x.shape[0]):
+        m = -np.inf
+        for j in range(x.shape[1]):
+            v = x[o, j]
+            if v != v:
+                m = v
+                break
+            m = max(m, v)
+        for j in range(x.shape[1]):
+            row[j] = round_f16(np.exp(round_f16(np.float32(x[o, j] - m))))
+        s = round_f16(_half_sum(row))
+        for j in range(x.shape[1]):
+            out[o, j] = round_f16(row[j] / s)
+    return out

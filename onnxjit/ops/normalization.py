@@ -65,8 +65,25 @@ def _softmax_rows_f32(ctx, x, axis, coerce):
     return ctx.call(expr, x, shape=s, dtype=x.dtype)
 
 
+def _softmax_rows_f16(ctx, x, axis, coerce):
+    """float16 Softmax over contiguous rows rounded step by step as numpy computes it in
+    float16 (onnx's reference); None when the axis is not the last (numpy's order differs)."""
+    axis = _axis(ctx, axis, x.rank)
+    s = x.shape
+    n = _prod(s[axis:]) if coerce else s[axis]
+    if x.size == 0 or (not coerce and _prod(s[axis + 1:]) != 1):
+        return None
+    expr = (f"__k_normalization.softmax_f16_rows(__np.ascontiguousarray({{0}}).reshape("
+            f"{ctx.lit((x.size // n, n))})).reshape({ctx.lit(s)})")
+    return ctx.call(expr, x, shape=s, dtype=x.dtype)
+
+
 def _softmax_family(op_type, kernel):
     def lower(ctx, x, axis, coerce):
+        if kernel == "softmax" and x.dtype == np.float16:
+            y = _softmax_rows_f16(ctx, x, axis, coerce)
+            if y is not None:
+                return y
         if x.dtype in NARROW_FLOATS:   # held in float32: compute there, round the result once
             return _cast(ctx, lower(ctx, _cast(ctx, x, np.float32), axis, coerce), x.dtype)
         if kernel == "softmax":
