@@ -29,9 +29,9 @@ def _check_tables(plan, idx):
 
 @njit(**_JIT)
 def _interp_axis(cur, row, idx, coef, mask, extrapolation):
-    """One axis of linear/cubic interpolation in float64."""
+    """One axis of linear/cubic interpolation in cur's dtype (float64, or float32)."""
     outer, in_w, out_w, inner, n, off, moff = row
-    nxt = np.zeros(outer * out_w * inner, np.float64)
+    nxt = np.zeros(outer * out_w * inner, cur.dtype)
     for o in range(outer):
         for j in range(out_w):
             dst = (o * out_w + j) * inner
@@ -57,6 +57,17 @@ def interpolate(x, plan, idx, coef, mask, extrapolation):
     """Resize x by the tables, computing in float64; returns the flat float64 result."""
     _check_tables(plan, idx)
     cur = np.ascontiguousarray(x).ravel().astype(np.float64)
+    for r in range(plan.shape[0]):
+        cur = _interp_axis(cur, plan[r], idx, coef, mask, extrapolation)
+    return cur
+
+
+@njit(**_JIT)
+def interpolate_f32(x, plan, idx, coef, mask, extrapolation):
+    """interpolate for float32 x with float32 weights, in float32 (as ONNX Runtime computes;
+    half the memory traffic): the flat float32 result."""
+    _check_tables(plan, idx)
+    cur = np.ascontiguousarray(x).ravel()
     for r in range(plan.shape[0]):
         cur = _interp_axis(cur, plan[r], idx, coef, mask, extrapolation)
     return cur

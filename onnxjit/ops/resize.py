@@ -234,6 +234,12 @@ def _emit(ctx, x, plan, idx, coef, mask, shape, opts):
         expr = (f"__k_resize.nearest({{0}}, {{1}}, {{2}}, {{3}}, "
                 f"{ctx.scalar(_saturate(ext, x.dtype), x.dtype)}, {ctx.lit(shape)})")
         return ctx.call(expr, x, *tables, shape=shape, dtype=x.dtype)
+    if x.dtype == np.float32:
+        # float32 in and out, float32 weights (no float64 copy and cast pass)
+        expr = (f"__k_resize.interpolate_f32({{0}}, {{1}}, {{2}}, {{4}}, {{3}}, "
+                f"{ctx.scalar(float(ext), np.float64)}).reshape({ctx.lit(shape)})")
+        return ctx.call(expr, x, *tables, ctx.constant(np.concatenate(coef).astype(np.float32)),
+                        shape=shape, dtype=np.float32)
     expr = (f"__k_resize.interpolate({{0}}, {{1}}, {{2}}, {{4}}, {{3}}, "
             f"{ctx.scalar(float(ext), np.float64)}).reshape({ctx.lit(shape)})")
     y = ctx.call(expr, x, *tables, ctx.constant(np.concatenate(coef)), shape=shape,
