@@ -114,7 +114,8 @@ def _mod_graph(kind, dtype):
     out = helper.make_tensor_value_info("s_out", t, None)
     c = lambda name, v: numpy_helper.from_array(np.array(v, dtype), name)  # noqa: E731
     if kind == "softcap":
-        nodes = [helper.make_node("Div", ["s", "cap"], ["a"]), helper.make_node("Tanh", ["a"], ["b"]),
+        nodes = [helper.make_node("Div", ["s", "cap"], ["a"]),
+                 helper.make_node("Tanh", ["a"], ["b"]),
                  helper.make_node("Mul", ["b", "cap"], ["s_out"])]
         inits = [c("cap", 2.0)]
     elif kind == "causal":
