@@ -421,3 +421,20 @@ def test_sequences_inside_a_graph_compile(computed_position):
                  "z": rng.random((3, 2), dtype=np.float32), "p": p}
         check(model, feeds, rep, ref_run)
         check(model, feeds, rep, ort_run)
+
+
+def test_scan8_with_batch_axis_compiles():
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "a"], ["s_out"]),
+         helper.make_node("Sin", ["s_out"], ["y"])],
+        "body", [tensor("s_in", shape=[2]), tensor("a", shape=[2])],
+        [tensor("s_out", shape=[2]), tensor("y", shape=[2])])
+    node = helper.make_node("Scan", ["", "s0", "x"], ["s", "ys"], body=body, num_scan_inputs=1,
+                            directions=[1])
+    model = make([node], [tensor("s0", shape=[3, 2]), tensor("x", shape=[3, 4, 2])],
+                 [tensor("s"), tensor("ys")], opset=8)
+    rng = np.random.default_rng(12)
+    feeds = {"s0": rng.random((3, 2), dtype=np.float32),
+             "x": rng.random((3, 4, 2), dtype=np.float32)}
+    rep = check(model, feeds, oracle=ort_run)
+    assert not isinstance(rep, StagedRep)
