@@ -175,7 +175,12 @@ def _tables(ctx, x, axes, scales, sizes, rois, opts):
     shape = list(x.shape)
     plan, idx, coef, mask = [], [], [], []
     toff = moff = 0
-    for a, scale, out_w, roi in zip(axes, scales, sizes, rois):
+    order = list(zip(axes, scales, sizes, rois))
+    # An upsampled last axis first: its pass is a gather per output element (no inner run to
+    # vectorize), cheapest on the smaller tensor; the other axes then run over whole rows.
+    first = [i for i, e in enumerate(order) if e[0] == len(shape) - 1 and e[2] > shape[e[0]]]
+    order = [order[i] for i in first] + [e for i, e in enumerate(order) if i not in first]
+    for a, scale, out_w, roi in order:
         in_w = shape[a]
         if _is_identity(scale, in_w, out_w, roi):
             continue
