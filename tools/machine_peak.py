@@ -13,7 +13,11 @@ import numpy as np
 from numba import njit
 
 from onnxjit.bench import limit_threads
-from onnxjit.kernels.sgemm import _vadd, _vbcast, _vfma, _vload, _vstore, _vzero
+try:                                   # the shared intrinsics (kernels/simd.py)
+    from onnxjit.kernels.simd import (vadd as _vadd, vbcast as _vbcast, vfma as _vfma,
+                                      vload as _vload, vstore as _vstore, vzero as _vzero)
+except ImportError:                    # before they moved out of sgemm.py
+    from onnxjit.kernels.sgemm import _vadd, _vbcast, _vfma, _vload, _vstore, _vzero
 
 limit_threads(1)
 
