@@ -58,7 +58,13 @@ def _subgraphs(node):
 
 
 def _is_tensor_type(tp):
-    return tp is None or tp.WhichOneof("value") in (None, "tensor_type")
+    """Whether compiled code (with its Python edges) holds values of this type: tensors, maps
+    (DictVectorizer's input) and sequences of maps (ZipMap's output) are; sequences of
+    tensors and optionals are the staged driver's."""
+    kind = None if tp is None else tp.WhichOneof("value")
+    if kind == "sequence_type":
+        return tp.sequence_type.elem_type.WhichOneof("value") == "map_type"
+    return kind in (None, "tensor_type", "map_type", "sparse_tensor_type")
 
 
 def free_names(graph):
