@@ -95,9 +95,26 @@ def test_quantize_dequantize_opsets_without_zero_point(opset):
     _check(_model("DequantizeLinear", {"q": q}, opset=opset, consts={"s": scale}), {"q": q})
 
 
-def test_quantize_output_dtype_and_float64_scale():
+def test_quantize_float64_breaks_the_type_constraints():
+    """float64 is no QuantizeLinear input nor DequantizeLinear scale type (T1/T2: float, float16,
+    bfloat16, int32); onnx's strict inference refuses the models, and onnxjit names the node."""
+    import onnx
+    from onnxjit.errors import ModelError
     x = (_rng(7).standard_normal((4, 5)) * 30).astype(F64)
     scale = np.array([0.3, 0.9, 0.1, 2.0], F64)
+    q = _ints((4, 5), I8, 8)
+    for model in (_model("QuantizeLinear", {"x": x, "s": scale}, axis=0,
+                         output_dtype=TensorProto.INT8),
+                  _model("DequantizeLinear", {"q": q, "s": scale}, axis=0)):
+        with pytest.raises(onnx.shape_inference.InferenceError):
+            onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        with pytest.raises(ModelError, match="(Quantize|Dequantize)Linear node.*double"):
+            onnxjit.backend.prepare(model)
+
+
+def test_quantize_output_dtype_and_per_axis_scale():
+    x = (_rng(7).standard_normal((4, 5)) * 30).astype(F32)
+    scale = np.array([0.3, 0.9, 0.1, 2.0], F32)
     _check(_model("QuantizeLinear", {"x": x, "s": scale}, axis=0, output_dtype=TensorProto.INT8),
            {"x": x, "s": scale})
     q = _ints((4, 5), I8, 8)
@@ -246,7 +263,7 @@ def _spectral_check(model, feeds):
 # (input shape, axis, inverse, onesided, dft_length)
 DFTS = [((2, 8, 1), 1, 0, 0, None), ((2, 8, 2), 1, 0, 0, None), ((1, 10, 6, 1), 2, 0, 1, None),
         ((3, 7, 2), 1, 1, 0, None), ((2, 5, 2), 1, 1, 1, 8), ((2, 6, 2), 1, 1, 1, None),
-        ((2, 6, 1), 1, 0, 0, 9), ((2, 9, 2), 1, 0, 1, 4), ((4, 3, 5, 2), -2, 1, 0, 7)]
+        ((2, 6, 1), 1, 0, 0, 9), ((2, 9, 1), 1, 0, 1, 4), ((4, 3, 5, 2), -2, 1, 0, 7)]
 
 
 @pytest.mark.parametrize("case", DFTS)
