@@ -1,4 +1,4 @@
-"""Batched float32 MatMul of two run-time operands on the AVX-512 micro-kernels of sgemm.py.
+"""Batched float32 MatMul of two run-time operands on the AVX-512 GEMM micro-kernels.
 
 ``bmm`` computes C[b] = act(A[b] @ B[b] + bias) * scale for b in range(batch), where every
 operand is addressed through element offsets and strides into a flat C-contiguous source array:
@@ -27,11 +27,12 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from . import PRANGE_ONLY
-from .sgemm import (_I32, _VEC, I0, KCMAX, L2_PANEL_BYTES, NR, _elem_ptr, _k1, _k4, _k8, _k12,
-                    _split, _vload, _vstore, num_threads)
+from .microkernels import k1, k4, k8, k12
+from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
+from .sgemm import KCMAX, L2_PANEL_BYTES, NR
+from .simd import F32_1D, I32, VEC, elem_ptr, vload, vstore
 
 _JIT = dict(cache=True, error_model="numpy")
-_F32_1D = types.Array(types.float32, 1, "C")
 
 
 @intrinsic
@@ -41,7 +42,7 @@ def _transpose16(typingctx, src, soff, sstride, dst, doff, dstride):
 
     Stage b (8, 4, 2, 1) swaps the off-diagonal b x b blocks of every 2b x 2b block.  No bounds
     checks: the caller keeps all 16 rows of both blocks in range."""
-    if src != _F32_1D or dst != _F32_1D:
+    if src != F32_1D or dst != F32_1D:
         return None
 
     def codegen(context, builder, sig, args):
@@ -49,13 +50,13 @@ def _transpose16(typingctx, src, soff, sstride, dst, doff, dstride):
         rows = []
         for r in range(16):
             i = builder.add(so, builder.mul(ss, ir.Constant(ss.type, r)))
-            p = _elem_ptr(context, builder, sig.args[0], sa, i)
-            rows.append(builder.load(builder.bitcast(p, _VEC.as_pointer()), align=4))
+            p = elem_ptr(context, builder, sig.args[0], sa, i)
+            rows.append(builder.load(builder.bitcast(p, VEC.as_pointer()), align=4))
         b = 8
         while b:
-            lo = ir.Constant(ir.VectorType(_I32, 16),
+            lo = ir.Constant(ir.VectorType(I32, 16),
                              [c if not c & b else 16 + c - b for c in range(16)])
-            hi = ir.Constant(ir.VectorType(_I32, 16),
+            hi = ir.Constant(ir.VectorType(I32, 16),
                              [c + b if not c & b else 16 + c for c in range(16)])
             for r in range(16):
                 if not r & b:
@@ -65,8 +66,8 @@ def _transpose16(typingctx, src, soff, sstride, dst, doff, dstride):
             b //= 2
         for c in range(16):
             i = builder.add(do, builder.mul(ds, ir.Constant(ds.type, c)))
-            p = _elem_ptr(context, builder, sig.args[3], da, i)
-            builder.store(rows[c], builder.bitcast(p, _VEC.as_pointer()), align=4)
+            p = elem_ptr(context, builder, sig.args[3], da, i)
+            builder.store(rows[c], builder.bitcast(p, VEC.as_pointer()), align=4)
         return context.get_dummy_value()
     return types.void(src, types.intp, types.intp, dst, types.intp, types.intp), codegen
 
@@ -85,8 +86,8 @@ def _pack_b(bf, boff, brs, bcs, k, n, bp):
         if bcs == 1 and w == NR:
             for kk in range(k):
                 src = boff + kk * brs + j0
-                _vstore(bp, base + kk * NR, _vload(bf, src))
-                _vstore(bp, base + kk * NR + 16, _vload(bf, src + 16))
+                vstore(bp, base + kk * NR, vload(bf, src))
+                vstore(bp, base + kk * NR + 16, vload(bf, src + 16))
         elif bcs == 1:
             for kk in range(k):
                 src = boff + kk * brs + j0
@@ -129,19 +130,19 @@ def _gemm(af, aoff, lda, bp, m, k, npan, cf, coff, ldc, biasf, act):
             nj = min(npan, j0 + nblk) - j0
             boff = (j0 * k + k0) * NR
             for i0 in range(0, mmain, 12):
-                _k12(af, aoff + i0 * lda + k0, lda, bp, boff, k * NR, nj, kc,
+                k12(af, aoff + i0 * lda + k0, lda, bp, boff, k * NR, nj, kc,
                      cf, coff + i0 * ldc + j0 * NR, ldc, first, last, biasf, j0 * NR, act)
             i0 = mmain
             if m - i0 >= 8:
-                _k8(af, aoff + i0 * lda + k0, lda, bp, boff, k * NR, nj, kc,
+                k8(af, aoff + i0 * lda + k0, lda, bp, boff, k * NR, nj, kc,
                     cf, coff + i0 * ldc + j0 * NR, ldc, first, last, biasf, j0 * NR, act)
                 i0 += 8
             if m - i0 >= 4:
-                _k4(af, aoff + i0 * lda + k0, lda, bp, boff, k * NR, nj, kc,
+                k4(af, aoff + i0 * lda + k0, lda, bp, boff, k * NR, nj, kc,
                     cf, coff + i0 * ldc + j0 * NR, ldc, first, last, biasf, j0 * NR, act)
                 i0 += 4
             for i in range(i0, m):
-                _k1(af, aoff + i * lda + k0, lda, bp, boff, k * NR, nj, kc,
+                k1(af, aoff + i * lda + k0, lda, bp, boff, k * NR, nj, kc,
                     cf, coff + i * ldc + j0 * NR, ldc, first, last, biasf, j0 * NR, act)
 
 
@@ -192,16 +193,12 @@ def _bmm_par(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, nt):
     nb = aoffs.shape[0]
     for t in prange(nt):
         if nb >= nt:
-            b0, b1 = _split(nb, nt, t, 1)
+            b0, b1 = split_range(nb, nt, t, 1)
             _bmm_part(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, b0, b1, I0, m)
         else:
-            r0, r1 = _split(m, nt, t, 12)
+            r0, r1 = split_range(m, nt, t, 12)
             if r1 > r0:
                 _bmm_part(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, I0, nb, r0, r1)
-
-
-# Below this many multiply-adds bmm runs on one thread (a fork/join costs a few microseconds).
-PAR_MIN_MACS = 1 << 19
 
 
 @njit(**_JIT)

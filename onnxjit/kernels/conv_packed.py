@@ -21,8 +21,8 @@ from . import PRANGE_ONLY
 from .conv import (_PW_MIN_TILE_COLS, _PW_TILE_BYTES, _SPLIT_MIN_KW, _im2col_rows,
                    _im2col_split, _phase_split, as5d, from5d, opt5, pads6, put_window,
                    tup3)
-from .sgemm import (CONV_MID_HW, I0, NR, PAR_MIN_MACS, _conv1x1_small, _split,
-                    gemm_cols, num_threads, pack_a)
+from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
+from .sgemm import CONV_MID_HW, NR, _conv1x1_small, gemm_cols, pack_a
 
 _JIT = dict(cache=True, error_model="numpy")
 _TILE_BYTES = 1 << 19   # a tile's column matrix stays in L2 while the GEMM reads it
@@ -214,10 +214,10 @@ def _tiles_par(xf, wp, biasf, yf, M, geo, act, has_res, units, nt):
     by_units = (units + nt - 1) // nt * npan <= (npan + nt - 1) // nt * units
     for t in prange(nt):
         if by_units:
-            u0, u1 = _split(units, nt, t, 1)
+            u0, u1 = split_range(units, nt, t, 1)
             if u1 > u0:
                 _tiles(xf, wp, biasf, yf, M, geo, act, has_res, u0, u1, I0, npan)
         else:
-            p0, p1 = _split(npan, nt, t, 1)
+            p0, p1 = split_range(npan, nt, t, 1)
             if p1 > p0:
                 _tiles(xf, wp, biasf, yf, M, geo, act, has_res, I0, units, p0, p1)

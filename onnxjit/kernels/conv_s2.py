@@ -22,9 +22,10 @@ import numpy as np
 from numba import njit, prange
 
 from . import PRANGE_ONLY
+from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
 from .pool import _row_vec, _vevens, _vodds
-from .sgemm import (I0, NR, PAR_MIN_MACS, _split, _vadd, _vbcast, _vfma, _vload, _vloadm,
-                    _vrelu_if, _vstore, _vstorem, _vzero, has_avx512, num_threads, pack_a)
+from .sgemm import NR, pack_a
+from .simd import has_avx512, vadd, vbcast, vfma, vload, vloadm, vrelu_if, vstore, vstorem, vzero
 from .winograd import _flat_res
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -56,7 +57,7 @@ def _rows(xf, wf, bias, yf, rf, shape, M, OH, OW, kh, kw, pt, pl, act, has_res, 
     (K vectors per 16 outputs of a row)."""
     C, H, W = shape[1], shape[2], shape[3]
     K = C * kh * kw
-    zero = _vzero()
+    zero = vzero()
     pad0 = np.float32(0.0)
     OWP = (OW + 15) // 16 * 16
     ybuf = xin[K * OWP:]     # the row's products, M rows of OWP
@@ -72,15 +73,15 @@ def _rows(xf, wf, bias, yf, rf, shape, M, OH, OW, kh, kw, pt, pl, act, has_res, 
                     r = h0 + ky
                     if r < 0 or r >= H:
                         for kx in range(kw):
-                            _vstore(xin, (k + kx) * 16, zero)
+                            vstore(xin, (k + kx) * 16, zero)
                     else:
                         base = ((n * C + c) * H + r) * W
                         for kx in range(0, kw, 2):
                             lo = _row_vec(xf, base, W, col0 + kx, pad0)
                             hi = _row_vec(xf, base, W, col0 + kx + 16, pad0)
-                            _vstore(xin, (k + kx) * 16, _vevens(lo, hi))
+                            vstore(xin, (k + kx) * 16, _vevens(lo, hi))
                             if kx + 1 < kw:
-                                _vstore(xin, (k + kx + 1) * 16, _vodds(lo, hi))
+                                vstore(xin, (k + kx + 1) * 16, _vodds(lo, hi))
                     k += kw
         for mb in range((M + MB - 1) // MB):
             m = mb * MB
@@ -89,38 +90,38 @@ def _rows(xf, wf, bias, yf, rf, shape, M, OH, OW, kh, kw, pt, pl, act, has_res, 
                 xo = (ow0 // 16) * K * 16
                 a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = zero
                 for t in range(K):
-                    xv = _vload(xin, xo + t * 16)
+                    xv = vload(xin, xo + t * 16)
                     w = wo + t * NR
-                    a0 = _vfma(xv, _vbcast(wf, w), a0)
-                    a1 = _vfma(xv, _vbcast(wf, w + 1), a1)
-                    a2 = _vfma(xv, _vbcast(wf, w + 2), a2)
-                    a3 = _vfma(xv, _vbcast(wf, w + 3), a3)
-                    a4 = _vfma(xv, _vbcast(wf, w + 4), a4)
-                    a5 = _vfma(xv, _vbcast(wf, w + 5), a5)
-                    a6 = _vfma(xv, _vbcast(wf, w + 6), a6)
-                    a7 = _vfma(xv, _vbcast(wf, w + 7), a7)
+                    a0 = vfma(xv, vbcast(wf, w), a0)
+                    a1 = vfma(xv, vbcast(wf, w + 1), a1)
+                    a2 = vfma(xv, vbcast(wf, w + 2), a2)
+                    a3 = vfma(xv, vbcast(wf, w + 3), a3)
+                    a4 = vfma(xv, vbcast(wf, w + 4), a4)
+                    a5 = vfma(xv, vbcast(wf, w + 5), a5)
+                    a6 = vfma(xv, vbcast(wf, w + 6), a6)
+                    a7 = vfma(xv, vbcast(wf, w + 7), a7)
                 o = m * OWP + ow0
-                _vstore(ybuf, o, a0)
-                _vstore(ybuf, o + OWP, a1)
-                _vstore(ybuf, o + 2 * OWP, a2)
-                _vstore(ybuf, o + 3 * OWP, a3)
-                _vstore(ybuf, o + 4 * OWP, a4)
-                _vstore(ybuf, o + 5 * OWP, a5)
-                _vstore(ybuf, o + 6 * OWP, a6)
-                _vstore(ybuf, o + 7 * OWP, a7)
+                vstore(ybuf, o, a0)
+                vstore(ybuf, o + OWP, a1)
+                vstore(ybuf, o + 2 * OWP, a2)
+                vstore(ybuf, o + 3 * OWP, a3)
+                vstore(ybuf, o + 4 * OWP, a4)
+                vstore(ybuf, o + 5 * OWP, a5)
+                vstore(ybuf, o + 6 * OWP, a6)
+                vstore(ybuf, o + 7 * OWP, a7)
         for m in range(M):   # bias, residual, Relu, on the way to y's rows
             o = ((n * M + m) * OH + oh) * OW
-            bm = _vbcast(bias, m)
+            bm = vbcast(bias, m)
             for ow0 in range(0, OW, 16):
                 cnt = min(16, OW - ow0)
-                v = _vadd(_vload(ybuf, m * OWP + ow0), bm)
+                v = vadd(vload(ybuf, m * OWP + ow0), bm)
                 if has_res:
-                    v = _vadd(v, _vloadm(rf, o + ow0, cnt))
-                v = _vrelu_if(v, act == 1)
+                    v = vadd(v, vloadm(rf, o + ow0, cnt))
+                v = vrelu_if(v, act == 1)
                 if cnt == 16:
-                    _vstore(yf, o + ow0, v)
+                    vstore(yf, o + ow0, v)
                 else:
-                    _vstorem(yf, o + ow0, v, cnt)
+                    vstorem(yf, o + ow0, v, cnt)
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
@@ -128,7 +129,7 @@ def _rows_par(xf, wf, bias, yf, rf, shape, M, OH, OW, kh, kw, pt, pl, act, has_r
     """_rows over `nt` threads, each a run of the output rows and a scratch of its own."""
     rows = shape[0] * OH
     for t in prange(nt):
-        r0, r1 = _split(rows, nt, t, 1)
+        r0, r1 = split_range(rows, nt, t, 1)
         _rows(xf, wf, bias, yf, rf, shape, M, OH, OW, kh, kw, pt, pl, act, has_res,
               xins[t], r0, r1)
 

@@ -5,13 +5,9 @@ from numba import njit, prange
 
 from . import PRANGE_ONLY
 from .conv import _copy_run
-from .sgemm import I0, _split, num_threads
+from .parallel import CONCAT_PAR_MIN, I0, num_threads, split_range
 
 _JIT = dict(cache=True, error_model="numpy")
-
-# Below this many output elements Concat copies on one thread.
-CONCAT_PAR_MIN = 1 << 17
-
 
 @njit(**_JIT)
 def concat(xs, outer, shape):
@@ -40,12 +36,12 @@ def _concat_part(xs, y, outer, widths, total, t, nt):
     """Part t of nt of concat's copy: rows t/nt of the way when there are at least 4 per
     thread, else that part of every input's run in every row."""
     by_rows = outer >= 4 * nt
-    r0, r1 = _split(outer, nt, t, 1) if by_rows else (0, outer)
+    r0, r1 = split_range(outer, nt, t, 1) if by_rows else (0, outer)
     at = 0
     for i in range(len(xs)):
         xf = xs[i].reshape(xs[i].size)
         w = widths[i]
-        a0, a1 = (0, w) if by_rows else _split(w, nt, t, 16)
+        a0, a1 = (0, w) if by_rows else split_range(w, nt, t, 16)
         for r in range(r0, r1):
             _copy_run(y, r * total + at + a0, xf, r * w + a0, a1 - a0, 1)
         at += w

@@ -19,8 +19,10 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from .scalar import round_f16
-from .sgemm import (_VEC, _I32, _elem_ptr, _lane_mask, _splat, _vadd, _vload, _vmul, _vstore,
-                    _vstorem, _vsub, _vzero, f32x16)
+from .simd import (I32 as _I32, VEC as _VEC, elem_ptr as _elem_ptr, f32x16,
+                   lane_mask as _lane_mask, splat as _splat, vadd as _vadd, vload as _vload,
+                   vmul as _vmul, vstore as _vstore, vstorem as _vstorem, vsub as _vsub,
+                   vzero as _vzero)
 
 _JIT = dict(cache=True, error_model="numpy")
 _F32_1D = types.Array(types.float32, 1, "C")

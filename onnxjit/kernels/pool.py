@@ -29,8 +29,9 @@ from numba.extending import intrinsic, overload
 from . import PRANGE_ONLY
 from .conv import _copy_run, as5d, from5d, pads6, put_window, span, tup3
 from .normalization import _vmax, _vsplat
-from .sgemm import (_F32_1D, _I32, _VEC, I0, _elem_ptr, _lane_mask, _lane_op, _splat, _split,
-                    _vadd, _vbcast, _vload, _vmul, _vstore, _vstorem, f32x16, num_threads)
+from .parallel import I0, LRN_PAR_MIN, POOL_PAR_MIN, num_threads, split_range
+from .simd import (F32_1D, I32, VEC, elem_ptr, f32x16, lane_mask, lane_op, splat, vadd, vbcast,
+                   vload, vmul, vstore, vstorem)
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -436,9 +437,9 @@ def _pool_same(xf, y, in3, k3, p6, d3, is_max, count_include_pad, p0, p1):
 # leaves these stride-2 reads scalar (3-4x slower); the phase-split scheme reads and writes
 # the input twice more, and combining the rows into a buffer first cost a store and a
 # reload of every column (0.8 us per 64x64 plane of a 2x2/2 max pool against 0.57).
-_SHUF_EVEN = ir.Constant(ir.VectorType(_I32, 16), list(range(0, 32, 2)))
-_SHUF_ODD = ir.Constant(ir.VectorType(_I32, 16), list(range(1, 32, 2)))
-_SHUF_NEXT = ir.Constant(ir.VectorType(_I32, 16), list(range(1, 17)))
+_SHUF_EVEN = ir.Constant(ir.VectorType(I32, 16), list(range(0, 32, 2)))
+_SHUF_ODD = ir.Constant(ir.VectorType(I32, 16), list(range(1, 32, 2)))
+_SHUF_NEXT = ir.Constant(ir.VectorType(I32, 16), list(range(1, 17)))
 
 
 def _shuffle_op(name, mask, doc):
@@ -455,24 +456,24 @@ def _shuffle_op(name, mask, doc):
 _vevens = _shuffle_op("_vevens", _SHUF_EVEN, "a[0], a[2], ..., a[14], b[0], ..., b[14].")
 _vodds = _shuffle_op("_vodds", _SHUF_ODD, "a[1], a[3], ..., a[15], b[1], ..., b[15].")
 _vnext = _shuffle_op("_vnext", _SHUF_NEXT, "a[1], ..., a[15], b[0]: a shifted by one lane.")
-_vdiv = _lane_op("_vdiv", "fdiv", "a / b.")
+_vdiv = lane_op("_vdiv", "fdiv", "a / b.")
 
 
 @intrinsic
 def _vload_span(typingctx, a, i, lo, hi, fill):
     """a[i+k] in the lanes lo <= k < hi, `fill` in the others, which are never read
     (llvm.masked.load): they may lie outside a, before it as well as past its end."""
-    if a != _F32_1D or fill != types.float32:
+    if a != F32_1D or fill != types.float32:
         return None
 
     def codegen(context, builder, sig, args):
-        m = builder.and_(builder.not_(_lane_mask(builder, args[2])), _lane_mask(builder, args[3]))
-        p = _elem_ptr(context, builder, sig.args[0], args[0], args[1])
+        m = builder.and_(builder.not_(lane_mask(builder, args[2])), lane_mask(builder, args[3]))
+        p = elem_ptr(context, builder, sig.args[0], args[0], args[1])
         fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(_VEC, [_VEC.as_pointer(), _I32, m.type, _VEC]),
+            builder.module, ir.FunctionType(VEC, [VEC.as_pointer(), I32, m.type, VEC]),
             "llvm.masked.load.v16f32.p0")
-        return builder.call(fn, [builder.bitcast(p, _VEC.as_pointer()), _I32(4), m,
-                                 _splat(builder, args[4])])
+        return builder.call(fn, [builder.bitcast(p, VEC.as_pointer()), I32(4), m,
+                                 splat(builder, args[4])])
     return f32x16(a, types.intp, types.intp, types.intp, types.float32), codegen
 
 
@@ -480,7 +481,7 @@ def _vload_span(typingctx, a, i, lo, hi, fill):
 def _row_vec(xf, row, W, c, pad):
     """Columns c .. c+15 of the input row starting at xf[row] (width W), `pad` outside it."""
     if c >= 0 and c + 16 <= W:
-        return _vload(xf, row + c)
+        return vload(xf, row + c)
     return _vload_span(xf, row + c, max(0, -c), min(16, W - c), pad)
 
 
@@ -536,7 +537,7 @@ def _rows_pass(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1
             r0, r1 = span(h0, H, dh, kh)
             dst = (plane * OH + oh) * OW
             if not is_max:
-                ch = _vbcast(cnt, oh)
+                ch = vbcast(cnt, oh)
             for i in range(0, OW, 16):     # 16 outputs: input columns c .. c+32
                 c = 2 * i - pl
                 lo, hi, nx = padv, padv, padv  # stay padding when no row is inside
@@ -546,16 +547,16 @@ def _rows_pass(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1
                     a, b = _row_vec(xf, row, W, c, pad), _row_vec(xf, row, W, c + 16, pad)
                     if is_max:
                         lo, hi = _vmax(lo, a), _vmax(hi, b)
-                        chk = _vadd(chk, _vadd(a, b))
+                        chk = vadd(chk, vadd(a, b))
                     else:
-                        lo, hi = _vadd(lo, a), _vadd(hi, b)
+                        lo, hi = vadd(lo, a), vadd(hi, b)
                     if kw == 3:
                         e = _row_vec(xf, row, W, c + 32, pad)
                         if is_max:
                             nx = _vmax(nx, e)
-                            chk = _vadd(chk, e)
+                            chk = vadd(chk, e)
                         else:
-                            nx = _vadd(nx, e)
+                            nx = vadd(nx, e)
                 ev, od = _vevens(lo, hi), _vodds(lo, hi)
                 n = min(16, OW - i)
                 if is_max and _vhasnan(chk):  # (or +inf met the -inf padding): exact path
@@ -566,14 +567,14 @@ def _rows_pass(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1
                     if kw == 3:
                         v = _vmax(v, _vnext(ev, nx))
                 else:
-                    v = _vadd(ev, od)
+                    v = vadd(ev, od)
                     if kw == 3:
-                        v = _vadd(v, _vnext(ev, nx))
-                    v = _vdiv(v, _vmul(ch, _vload(cnt, OH + i)))
+                        v = vadd(v, _vnext(ev, nx))
+                    v = _vdiv(v, vmul(ch, vload(cnt, OH + i)))
                 if n == 16:
-                    _vstore(y, dst + i, v)
+                    vstore(y, dst + i, v)
                 else:
-                    _vstorem(y, dst + i, v, n)
+                    vstorem(y, dst + i, v, n)
 
 
 def _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1):
@@ -656,10 +657,6 @@ def _pool_whole(xf, y, in3, k3, s3, p6, d3, is_max, count_include_pad, p0, p1):
 # entry that sets up the geometry and picks one thread or several.
 
 SCHEMES = ("whole", "same", "rows", "flat")
-
-# Below this many window taps in all (outputs x kernel size) a pool runs on one thread.
-POOL_PAR_MIN = 1 << 17
-
 
 def _pad3(t, fill):
     t = tuple(int(v) for v in t)
@@ -767,56 +764,56 @@ def _flat_avg(xf, y, geo, cip, p0, p1):
 @njit(parallel=PRANGE_ONLY, **_JIT)
 def _whole_max_par(xf, y, geo, cip, planes, nt):
     for t in prange(nt):
-        p0, p1 = _split(planes, nt, t, 1)
+        p0, p1 = split_range(planes, nt, t, 1)
         _whole_max(xf, y, geo, cip, p0, p1)
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
 def _whole_avg_par(xf, y, geo, cip, planes, nt):
     for t in prange(nt):
-        p0, p1 = _split(planes, nt, t, 1)
+        p0, p1 = split_range(planes, nt, t, 1)
         _whole_avg(xf, y, geo, cip, p0, p1)
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
 def _same_max_par(xf, y, geo, cip, planes, nt):
     for t in prange(nt):
-        p0, p1 = _split(planes, nt, t, 1)
+        p0, p1 = split_range(planes, nt, t, 1)
         _same_max(xf, y, geo, cip, p0, p1)
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
 def _same_avg_par(xf, y, geo, cip, planes, nt):
     for t in prange(nt):
-        p0, p1 = _split(planes, nt, t, 1)
+        p0, p1 = split_range(planes, nt, t, 1)
         _same_avg(xf, y, geo, cip, p0, p1)
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
 def _rows_max_par(xf, y, geo, cip, planes, nt):
     for t in prange(nt):
-        p0, p1 = _split(planes, nt, t, 1)
+        p0, p1 = split_range(planes, nt, t, 1)
         _rows_max(xf, y, geo, cip, p0, p1)
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
 def _rows_avg_par(xf, y, geo, cip, planes, nt):
     for t in prange(nt):
-        p0, p1 = _split(planes, nt, t, 1)
+        p0, p1 = split_range(planes, nt, t, 1)
         _rows_avg(xf, y, geo, cip, p0, p1)
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
 def _flat_max_par(xf, y, geo, cip, planes, nt):
     for t in prange(nt):
-        p0, p1 = _split(planes, nt, t, 1)
+        p0, p1 = split_range(planes, nt, t, 1)
         _flat_max(xf, y, geo, cip, p0, p1)
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
 def _flat_avg_par(xf, y, geo, cip, planes, nt):
     for t in prange(nt):
-        p0, p1 = _split(planes, nt, t, 1)
+        p0, p1 = split_range(planes, nt, t, 1)
         _flat_avg(xf, y, geo, cip, p0, p1)
 
 
@@ -1011,10 +1008,6 @@ def lrn(x, size, alpha, beta, bias):
     return from5d(y.reshape(x5.shape), x)
 
 
-# Below this many multiply-adds (elements x window) LRN runs on one thread.
-LRN_PAR_MIN = 1 << 18
-
-
 @njit(**_JIT)
 def _lrn_planes(xf, y, C, P, size, alpha, beta, bias, p0, p1):
     """LRN of the planes p0 <= n * C + c < p1 of flat x into flat y."""
@@ -1053,5 +1046,5 @@ def _lrn_par(xf, y, N, C, P, size, alpha, beta, bias, nt):
     """_lrn_planes over `nt` threads, each a run of the planes."""
     planes = N * C
     for t in prange(nt):
-        p0, p1 = _split(planes, nt, t, 1)
+        p0, p1 = split_range(planes, nt, t, 1)
         _lrn_planes(xf, y, C, P, size, alpha, beta, bias, p0, p1)

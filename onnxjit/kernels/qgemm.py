@@ -9,7 +9,7 @@ of one A row (broadcast as one 32-bit lane value) with 16 columns x 4 bytes of B
 four products into 16 int32 lanes (64 multiply-adds per instruction, 4x the fp32 FMA rate).
 The zero points are applied afterwards: - zb * rowsum(a) - za * colsum(b) + K * za * zb.
 Micro-kernel: 6 rows x 32 columns (12 accumulators); A is padded to a multiple of 4 columns
-(copied only then). Accumulators are held in the F32x16 type of sgemm.py and bitcast to
+(copied only then). Accumulators are held in the F32x16 type of simd.py and bitcast to
 <16 x i32> / <64 x i8> inside the intrinsic (the bits are never read as floats).
 Exact for K * 255 * 255 < 2^31 (K < 33,000).
 """
@@ -20,7 +20,7 @@ from numba import njit
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .sgemm import _vbcast, _vload, _vstore, _vzero, f32x16
+from .simd import f32x16, vbcast, vload, vstore, vzero
 
 _JIT = dict(cache=True, error_model="numpy")
 NR = 32
@@ -80,55 +80,55 @@ def _block(af, k4, bpf, npan, cf, ldc, m0, rows):
     """C[m0:m0+rows, :] = A rows @ B (raw u8 x s8 sums), rows <= MR."""
     for p in range(npan):
         boff = p * k4 * NR          # float32 words: NR columns x 4 bytes per k4
-        c0, c1, c2, c3, c4, c5 = _vzero(), _vzero(), _vzero(), _vzero(), _vzero(), _vzero()
-        d0, d1, d2, d3, d4, d5 = _vzero(), _vzero(), _vzero(), _vzero(), _vzero(), _vzero()
+        c0, c1, c2, c3, c4, c5 = vzero(), vzero(), vzero(), vzero(), vzero(), vzero()
+        d0, d1, d2, d3, d4, d5 = vzero(), vzero(), vzero(), vzero(), vzero(), vzero()
         a0 = m0 * k4
         if rows == MR:
             for kk in range(k4):
-                b0 = _vload(bpf, boff + kk * 32)
-                b1 = _vload(bpf, boff + kk * 32 + 16)
-                x = _vbcast(af, a0 + kk)
+                b0 = vload(bpf, boff + kk * 32)
+                b1 = vload(bpf, boff + kk * 32 + 16)
+                x = vbcast(af, a0 + kk)
                 c0 = _vdp(c0, x, b0)
                 d0 = _vdp(d0, x, b1)
-                x = _vbcast(af, a0 + k4 + kk)
+                x = vbcast(af, a0 + k4 + kk)
                 c1 = _vdp(c1, x, b0)
                 d1 = _vdp(d1, x, b1)
-                x = _vbcast(af, a0 + 2 * k4 + kk)
+                x = vbcast(af, a0 + 2 * k4 + kk)
                 c2 = _vdp(c2, x, b0)
                 d2 = _vdp(d2, x, b1)
-                x = _vbcast(af, a0 + 3 * k4 + kk)
+                x = vbcast(af, a0 + 3 * k4 + kk)
                 c3 = _vdp(c3, x, b0)
                 d3 = _vdp(d3, x, b1)
-                x = _vbcast(af, a0 + 4 * k4 + kk)
+                x = vbcast(af, a0 + 4 * k4 + kk)
                 c4 = _vdp(c4, x, b0)
                 d4 = _vdp(d4, x, b1)
-                x = _vbcast(af, a0 + 5 * k4 + kk)
+                x = vbcast(af, a0 + 5 * k4 + kk)
                 c5 = _vdp(c5, x, b0)
                 d5 = _vdp(d5, x, b1)
             o = m0 * ldc + p * NR
-            _vstore(cf, o, c0)
-            _vstore(cf, o + 16, d0)
-            _vstore(cf, o + ldc, c1)
-            _vstore(cf, o + ldc + 16, d1)
-            _vstore(cf, o + 2 * ldc, c2)
-            _vstore(cf, o + 2 * ldc + 16, d2)
-            _vstore(cf, o + 3 * ldc, c3)
-            _vstore(cf, o + 3 * ldc + 16, d3)
-            _vstore(cf, o + 4 * ldc, c4)
-            _vstore(cf, o + 4 * ldc + 16, d4)
-            _vstore(cf, o + 5 * ldc, c5)
-            _vstore(cf, o + 5 * ldc + 16, d5)
+            vstore(cf, o, c0)
+            vstore(cf, o + 16, d0)
+            vstore(cf, o + ldc, c1)
+            vstore(cf, o + ldc + 16, d1)
+            vstore(cf, o + 2 * ldc, c2)
+            vstore(cf, o + 2 * ldc + 16, d2)
+            vstore(cf, o + 3 * ldc, c3)
+            vstore(cf, o + 3 * ldc + 16, d3)
+            vstore(cf, o + 4 * ldc, c4)
+            vstore(cf, o + 4 * ldc + 16, d4)
+            vstore(cf, o + 5 * ldc, c5)
+            vstore(cf, o + 5 * ldc + 16, d5)
         else:
             for r in range(rows):
-                c0, d0 = _vzero(), _vzero()
+                c0, d0 = vzero(), vzero()
                 ar = a0 + r * k4
                 for kk in range(k4):
-                    x = _vbcast(af, ar + kk)
-                    c0 = _vdp(c0, x, _vload(bpf, boff + kk * 32))
-                    d0 = _vdp(d0, x, _vload(bpf, boff + kk * 32 + 16))
+                    x = vbcast(af, ar + kk)
+                    c0 = _vdp(c0, x, vload(bpf, boff + kk * 32))
+                    d0 = _vdp(d0, x, vload(bpf, boff + kk * 32 + 16))
                 o = (m0 + r) * ldc + p * NR
-                _vstore(cf, o, c0)
-                _vstore(cf, o + 16, d0)
+                vstore(cf, o, c0)
+                vstore(cf, o + 16, d0)
 
 
 @njit(**_JIT)

@@ -3,7 +3,7 @@ import numpy as np
 from numba import njit
 from numba.extending import intrinsic
 
-from .sgemm import _vload, _vstore, _vzero, f32x16
+from .simd import f32x16, vload, vstore, vzero
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -55,15 +55,15 @@ def _range(x):
     hi, lo = zero, zero
     i = 0
     if n >= 64:
-        vh, vl = _vzero(), _vzero()
+        vh, vl = vzero(), vzero()
         while i + 16 <= n:
-            v = _vload(x, i)
+            v = vload(x, i)
             vh = _vmax_q(vh, v)
             vl = _vmin_q(vl, v)
             i += 16
         t = np.empty(32, np.float32)
-        _vstore(t, 0, vh)
-        _vstore(t, 16, vl)
+        vstore(t, 0, vh)
+        vstore(t, 16, vl)
         for j in range(16):
             if t[j] > hi:
                 hi = t[j]

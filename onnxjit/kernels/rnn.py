@@ -251,8 +251,10 @@ from numba import types as _types
 from numba.core import cgutils as _cg
 from numba.extending import intrinsic as _intrinsic
 
-from .sgemm import (_vadd, _vbcast, _vfma, _vload, _vmul, _vstore, _vsub, _vzero, f32x16,
-                    has_avx512, pack_b, sgemm_packed)
+from .sgemm import pack_b, sgemm_packed
+from .simd import (f32x16, has_avx512, vadd as _vadd, vbcast as _vbcast, vfma as _vfma,
+                   vload as _vload, vmul as _vmul, vstore as _vstore, vsub as _vsub,
+                   vzero as _vzero)
 
 FAST_MAX_BATCH = 4
 CW = 128          # columns per full GEMV chunk (8 vectors of 16)

@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import PRANGE_ONLY
-from .sgemm import num_threads
+from .parallel import num_threads
 
 _JIT = dict(cache=True, error_model="numpy")
 

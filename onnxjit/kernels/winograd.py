@@ -33,8 +33,11 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from . import PRANGE_ONLY, sgemm
-from .sgemm import I0, NO, NR64, _split, num_threads
+from . import PRANGE_ONLY
+from .microkernels import ck1, ck4, ck8, ck12
+from .parallel import I0, NO, WINOGRAD_PAR_MIN_MACS, num_threads, split_range
+from .sgemm import NR64
+from .simd import has_avx512
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -498,12 +501,12 @@ def _output_transform(yb, m, th, tw, g0, g1, y, b, rf, act, ob, mm0, mm1):
 # ---------------------------------------------------------------- point GEMMs
 # Y[p] (M, Tc) = U[p] (M, C) @ V[p] (C, Tc) for the points p0 <= p < p1.  The weights are
 # stored transposed, U^T[p] (C, M): float32 on AVX-512 runs onnxjit's register-blocked
-# kernels (sgemm._ck*: 12 output channels broadcast from a U^T row, 32 tiles of V streamed in
+# kernels (microkernels.ck*: 12 output channels broadcast from a U^T row, 32 tiles of V streamed in
 # place, masked ragged tail), so each thread of a parallel region does its points without
 # BLAS (a multi-threaded BLAS called from several threads at once serialises or
 # oversubscribes); otherwise one BLAS call per point.
 _GEMM_KC = 256  # K (input channel) block
-_USE_CK = sgemm.has_avx512()
+_USE_CK = has_avx512()
 
 
 def _point_gemms(u, V, yb, C, M, tc, p0, p1, zb, serial):
@@ -543,19 +546,19 @@ def _ck_points(u, V, yb, C, M, tc, p0, p1, zb, serial):
             co = p * _LDY
             r = 0
             while M - r >= 12:
-                sgemm._ck12(uf, ao + r, M, vf, bo, tc, NR64, tc, kc, yb, co + r * tc, tc,
+                ck12(uf, ao + r, M, vf, bo, tc, NR64, tc, kc, yb, co + r * tc, tc,
                             first, NO, zb, I0, I0)
                 r += 12
             if M - r >= 8:
-                sgemm._ck8(uf, ao + r, M, vf, bo, tc, NR64, tc, kc, yb, co + r * tc, tc,
+                ck8(uf, ao + r, M, vf, bo, tc, NR64, tc, kc, yb, co + r * tc, tc,
                            first, NO, zb, I0, I0)
                 r += 8
             if M - r >= 4:
-                sgemm._ck4(uf, ao + r, M, vf, bo, tc, NR64, tc, kc, yb, co + r * tc, tc,
+                ck4(uf, ao + r, M, vf, bo, tc, NR64, tc, kc, yb, co + r * tc, tc,
                            first, NO, zb, I0, I0)
                 r += 4
             while r < M:
-                sgemm._ck1(uf, ao + r, M, vf, bo, tc, NR64, tc, kc, yb, co + r * tc, tc,
+                ck1(uf, ao + r, M, vf, bo, tc, NR64, tc, kc, yb, co + r * tc, tc,
                            first, NO, zb, I0, I0)
                 r += 1
 
@@ -578,11 +581,11 @@ _CHUNK_BYTES = 1 << 20
 _MIN_CHUNK_COLS = 64  # narrower GEMMs lose more to BLAS overhead than they gain in cache
 
 
-# Below this (output pixels x M x C; ~100 us of work) one thread does it all.  Whole chunks on
+# Below WINOGRAD_PAR_MIN_MACS (parallel.py: output pixels x M x C; ~100 us of work) one thread
+# does it all.  Whole chunks on
 # threads (_conv3x3_chunks) won 20-25% on the small CNN's 3->16 at 64x64 and 16->32 at 32x32
 # when the second core was free, but in this shared host's slow windows the same two convs took
 # 71 us on 2 threads against 43 on 1 (the small CNN 1.8-2.0x ORT's time instead of 1.25).
-_PAR_MIN_MACS = 1 << 20
 _CHUNKS_MIN_MACS = 1 << 20  # whole chunks go to threads (_conv3x3_chunks) from this size
 _CHUNKS_MAX_U = 1 << 20  # done while U (alpha^2 x C x M) is at most this many bytes
 _CHUNK_MIN_TILES = 32  # ... and each thread gets this many tiles (the GEMM kernels' width;
@@ -625,14 +628,14 @@ def _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
             _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[0], I0, M)
             continue
         for t in prange(nt):
-            c0, c1 = _split(C, nt, t, 1)
+            c0, c1 = split_range(C, nt, t, 1)
             _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[t], Ts[t], Ps[t], halos[t],
                              c0, c1)
         for t in prange(nt):
-            p0, p1 = _split(a2, nt, t, 1)
+            p0, p1 = split_range(a2, nt, t, 1)
             _point_gemms(u, V, ybuf, C, M, tc, p0, p1, zb, False)
         for t in prange(nt):
-            m0, m1 = _split(M, nt, t, 1)
+            m0, m1 = split_range(M, nt, t, 1)
             _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[t], m0, m1)
 
 
@@ -652,7 +655,7 @@ def _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
     zb = np.zeros(16, x.dtype)
     rf = _flat_res(res, y)
     for t in prange(nt):
-        k0, k1 = _split(nchunks, nt, t, 1)
+        k0, k1 = split_range(nchunks, nt, t, 1)
         for k in range(k0, k1):
             g0 = k * rows
             g1 = min(nrows, g0 + rows)
@@ -713,7 +716,7 @@ def conv3x3(x, u, b, pads, act, res):
         rows = (nrows + nchunks - 1) // nchunks
         _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, rows * tw, nt)
         return y
-    if macs < _PAR_MIN_MACS:
+    if macs < WINOGRAD_PAR_MIN_MACS:
         nt = 1
     _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt)
     return y
