@@ -1,7 +1,6 @@
 """Compile: write generated source to the cache directory, import it, compile it eagerly."""
 from __future__ import annotations
 
-import ast
 import hashlib
 import importlib.util
 import inspect
@@ -159,8 +158,7 @@ def compile_segments(module, segments, params, cached_only=False, progress=None,
     entries, compiled = [], 0
     for i, seg in enumerate(segments):
         dispatcher = _callee(module, seg.name)
-        signature = tuple(known[a] if a in known else numba.typeof(ast.literal_eval(a))
-                          for a in seg.args) + _omitted(dispatcher, len(seg.args))
+        signature = _signature(dispatcher, seg, known)
         if signature not in dispatcher.overloads and not load_cached(dispatcher, signature):
             if cached_only and seg.links:
                 return None
@@ -197,10 +195,16 @@ def _compile_claimed(dispatcher, signature, claims):
         claims.release(dispatcher)
 
 
+def _signature(dispatcher, seg, known):
+    """The argument types of `seg`: variables' from `known` {name: Numba type}, numbers'
+    (steps.Param) from their values, as Python passes them."""
+    return tuple(known[a] if isinstance(a, str) else numba.typeof(a.value)
+                 for a in seg.args) + _omitted(dispatcher, len(seg.args))
+
+
 def _predicted_signature(dispatcher, seg, predicted):
     """The argument types of `seg` as the plan predicts them (see compile_ahead)."""
-    return tuple(predicted[a] if a in predicted else numba.typeof(ast.literal_eval(a))
-                 for a in seg.args) + _omitted(dispatcher, len(seg.args))
+    return _signature(dispatcher, seg, predicted)
 
 
 def library_calls_cached(module, segments, values):
@@ -213,7 +217,7 @@ def library_calls_cached(module, segments, values):
             dispatcher = _callee(module, seg.name)
             try:
                 signature = _predicted_signature(dispatcher, seg, predicted)
-            except (KeyError, ValueError, SyntaxError):
+            except KeyError:
                 return False
             if not load_cached(dispatcher, signature):
                 return False
@@ -234,7 +238,7 @@ def compile_ahead(module, segments, values, progress=None, claims=None):
         dispatcher = _callee(module, seg.name)
         try:
             signature = _predicted_signature(dispatcher, seg, predicted)
-        except (KeyError, ValueError, SyntaxError):
+        except KeyError:
             continue
         if load_cached(dispatcher, signature) or (claims and not claims.take(dispatcher)):
             continue

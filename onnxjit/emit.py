@@ -5,15 +5,15 @@ import functools
 import hashlib
 import math
 import os
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .calls import library_call, movement_call, movement_function
+from .calls import movement_function
 from .fused import comment_text, fused_kernel, shared_kernel
 from .ir import NameTable, compute_dtype, held
-from .source import LineBuffer, template
+from .source import LineBuffer, fill
+from .steps import LibraryCall, Movement
 
 # Above this many statements the entry is split into njit segments driven from Python:
 # Numba's compile time grows with the length of one function (DESIGN.md, "Emit"). The driver then
@@ -30,7 +30,7 @@ class Segment:
     or shared kernel the Python driver calls. compile.compile_segments compiles each for the types it
     will see, following result types from the calls that make them to the calls that read them."""
     name: str        # source of the callee: "run_graph", "segment_0", "__k_pool.maxpool"
-    args: list       # argument sources: entry parameters, earlier targets or Python literals
+    args: list       # entry parameters or earlier targets (str), or numbers (steps.Param)
     targets: list = field(default_factory=list)   # the variables it assigns
     unpack: bool = True                           # targets unpack a returned tuple
     links: bool = False   # it is, or its compiled code links in, a library kernel (slow to compile)
@@ -39,14 +39,19 @@ class Segment:
 @dataclass
 class Statement:
     """One statement of the entry: the variables it defines and uses, its source lines, and
-    for a call of a fused kernel or a plain library call (see `library_call`) its
-    (callee, argument sources)."""
+    for a call of a fused kernel or a library call the driver can make
+    (steps.LibraryCall.driver_callable) its (callee, arguments: variables or steps.Param)."""
     targets: list
     used: list
     lines: list
     call: tuple = None
     library: bool = False     # `call` is a library kernel's
-    movement: tuple = None    # (name, SharedKernel, argument sources, ONNX nodes) the driver calls
+    movement: tuple = None    # (name, SharedKernel, arguments, ONNX nodes) the driver calls
+    kernel: str = None        # the planned kernel it runs
+    modules: set = field(default_factory=set)   # library modules its source names
+    library_calls: int = 0    # library kernel calls its source makes
+    lhs: str = ""             # a call's assignment target and expression, as written
+    expr: str = ""
 
 
 @dataclass
@@ -61,6 +66,8 @@ class Module:
     shared: dict = field(default_factory=dict)    # "f_<hash>" -> fused.SharedKernel it imports
     values: dict = field(default_factory=dict)    # every identifier -> its Value
     lazy_calls: int = 0    # driver statements calling library kernels as Python (not Segments)
+    # kernel name -> (the function of the module running it, whether that function is njit)
+    hosts: dict = field(default_factory=dict)
 
     @property
     def entry_links(self):
@@ -115,6 +122,7 @@ class Emitter:
         self.weights = []       # const Values passed as arguments
         self.shared = {}        # "f_<hash>" -> SharedKernel
         self.bindings = []      # module-level lines binding each fused kernel's name
+        self.hosts = {}         # kernel name -> (host function, jitted)
         for v in program.inputs:
             self.vars[id(v)] = self.names.fresh("in_" + v.name)
 
@@ -137,40 +145,45 @@ class Emitter:
         statements = [self.statement(k) for k in self.kernels]
         statements.append(self.return_statement())
         entry, segments, params = self.entry(statements, buf)
-        body = self.binding_block() + "\n" + buf.getvalue()
-        header = template("module.py.tmpl").substitute(
-            model_label=comment_text(self.model_label), signature=self.signature_text(),
-            n_kernels=len(self.kernels), kernels_digest=kernels_digest(), entry_kind="njit" if segments and segments[0].name == entry else
-            f"Python driver over {len(segments)} compiled calls", imports=self.imports(body))
-        source = header + body
+        entry_kind = ("njit" if segments and segments[0].name == entry
+                      else f"Python driver over {len(segments)} compiled calls")
+        source = fill(
+            "module.py.tmpl", model_label=comment_text(self.model_label),
+            signature=self.signature_text(), n_kernels=len(self.kernels),
+            kernels_digest=kernels_digest(), entry_kind=entry_kind,
+            imports=self.imports(set().union(*(s.modules for s in statements)), self.bindings),
+            bindings=self.binding_block(), functions=buf.lines)
         # writeable C arrays: the types the module is compiled for (Numba types read-only arrays apart)
         weights = [np.require(held(w.const, w.dtype), compute_dtype(w.dtype), ['C', 'W'])
                    for w in self.weights]
         return Module(source, entry, weights, segments, self.kernels, params, self.shared,
-                      self.values, self.lazy_calls)
+                      self.values, self.lazy_calls, self.hosts)
 
     def binding_block(self):
-        """Module-level lines importing the shared kernels (compile.load_kernel) under the plan's names."""
+        """Module-level lines importing the shared kernels (compile.load_kernel) under the plan's
+        names, then two blank lines; none when there are none."""
         if not self.bindings:
-            return ""
-        return "\n" + "\n".join(["# Shared kernels (fused elementwise loops; data movement the driver "
-                          "calls): generic over", "# sizes, each in its own file in the cache "
-                          "(source at the end of rep.source())."] + self.bindings) + "\n\n"
+            return []
+        return ["# Shared kernels (fused elementwise loops; data movement the driver calls): "
+                "generic over", "# sizes, each in its own file in the cache (source at the end of "
+                "rep.source())."] + self.bindings + ["", ""]
 
     def signature_text(self):
         return ", ".join(f"{comment_text(v.name)}: {v.dtype}{list(v.shape)}" for v in self.program.inputs)
 
     @staticmethod
-    def imports(body):
-        mods = sorted(set(re.findall(r"\b__k_([a-z][a-z0-9_]*)\.", body)))
-        lines = [f"from onnxjit.kernels import {m} as __k_{m}" for m in mods]
-        if "__load_kernel(" in body:
+    def imports(modules, bindings):
+        """Import lines for the library `modules` the statements call and, when the module binds
+        shared kernels, their loader."""
+        lines = [f"from onnxjit.kernels import {m} as __k_{m}" for m in sorted(modules)]
+        if bindings:
             lines.insert(0, "from onnxjit.compile import load_kernel as __load_kernel")
         return "\n".join(lines)
 
     # -- statements ---------------------------------------------------------------------------
     def statement(self, kernel):
         """The Statement running one kernel."""
+        op = None
         if kernel.kind == "fused":
             self.bind_fused(kernel)
             args = [self.var(v) for v in kernel.inputs]
@@ -179,20 +192,26 @@ class Emitter:
             lines, call = [], (kernel.name, args)
         else:
             step = kernel.steps[0]
-            args = [self.var(v) for v in step.inputs]
-            expr = step.expr.format(*args)
+            op = step.op
+            names = [self.var(v) for v in step.inputs]
+            expr = op.render(names)
             outs = step.outs
-            lines, call = [f"# {kernel.name}: {node_list(kernel)}"], library_call(expr)
+            lines, call = [f"# {kernel.name}: {node_list(kernel)}"], None
+            if isinstance(op, LibraryCall) and op.driver_callable:
+                call = (f"__k_{op.kernel[0]}.{op.kernel[1]}",
+                        [names[a] if isinstance(a, int) else a for a in op.args])
         targets = [self.var(o) for o in outs]
         used = [self.var(v) for v in kernel.inputs if v is not None]
         lhs = targets[0] if len(targets) == 1 else ", ".join(targets)
         movement = None
-        if kernel.kind != "fused" and call is None and (found := movement_call(expr)):
-            params, body, args = found
-            shared = shared_kernel(movement_function(params, body), kernels_digest())
+        if isinstance(op, Movement):
+            params, body, args = op.kernel(names)
+            shared = shared_kernel(movement_function(params, body), kernels_digest(), op.modules)
             movement = kernel.name, shared, args, node_list(kernel)
         return Statement(targets, used, lines + [f"{lhs} = {expr}"], call,
-                         library=kernel.kind != "fused" and call is not None, movement=movement)
+                         library=kernel.kind != "fused" and call is not None, movement=movement,
+                         kernel=kernel.name, modules=set(op.modules) if op else set(),
+                         library_calls=op.library_calls if op else 0, lhs=lhs, expr=expr)
 
     def bind_fused(self, kernel):
         """Import the fused kernel's shared function under the kernel's telling name."""
@@ -243,6 +262,7 @@ class Emitter:
               and not self.prefers_driver(body, steps)):
             self.write_function(buf, "segment.py.tmpl", "run_graph", params,
                                 [self.shape_guard()] + statements)
+            self.host(body, "run_graph", True)
             links = library_calls(body) > 0
             return "run_graph", [Segment("run_graph", params, unpack=False, links=links)], values
         return "run_graph", self.write_driver(buf, steps, statements[-1], params, values), values
@@ -301,14 +321,16 @@ class Emitter:
                 lines, reads, made = list(step.lines), step.used, step.targets
                 types.update((t, self.values[t]) for t in made)
                 self.lazy_calls += 1
+                self.host([step], "run_graph", False)
             elif isinstance(step, Statement):
                 function, args = step.call or self.bind_movement(step)
                 lines, reads, made = list(step.lines), step.used, step.targets
                 if step.movement:
-                    lhs, expr = lines[-1].split(" = ", 1)
-                    lines[-1] = f"{lhs} = {function}({', '.join(args)})  # {expr}"
+                    lines[-1] = (f"{step.lhs} = {function}({', '.join(map(str, args))})"
+                                 f"  # {step.expr}")
                 segments.append(Segment(function, args, made, unpack=len(made) > 1,
                                         links=step.library))
+                self.host([step], "run_graph", False)
             else:
                 reads = [p for p in dict.fromkeys(u for s in step for u in s.used) if p in defined]
                 made = [t for s in step for t in s.targets if t in later]
@@ -317,6 +339,7 @@ class Emitter:
                     [], made, [f"return {lit_tuple([self.contiguous(r) for r in made])}"])])
                 lines = [f"{lit_tuple(made) if made else '_'} = {name}({', '.join(reads)})"]
                 segments.append(Segment(name, reads, made, links=library_calls(step) > 0))
+                self.host(step, name, True)
             if self.profile:
                 lines.append(f"__t = __record({next(kernel_names)!r}, __t)")
             calls.append((lines, reads, made))
@@ -329,13 +352,18 @@ class Emitter:
             dead = [v for v, j in last_use.items() if j == i and v not in final.used]
             driver += lines + ([f"del {', '.join(dead)}"] if dead else [])
         if self.profile:
-            buf.splice(template("profile.py.tmpl").substitute())
-        buf.splice(template("driver.py.tmpl").substitute(name="run_graph", params=", ".join(params)))
-        with buf.indent():
-            for line in driver + final.lines:
-                buf.line(line)
+            buf.splice(fill("profile.py.tmpl"))
+        buf.splice(fill("driver.py.tmpl", name="run_graph", params=", ".join(params),
+                        body=driver + final.lines))
         buf.line()
         return segments
+
+    def host(self, statements, function, jitted):
+        """Record that `function` of the module (njit or the Python driver) runs the statements'
+        kernels (read by explain)."""
+        for s in statements:
+            if s.kernel is not None:
+                self.hosts[s.kernel] = (function, jitted)
 
     def contiguous(self, name):
         """Source for variable `name` as a C array (numpy's ascontiguousarray would make a 0-d
@@ -345,18 +373,15 @@ class Emitter:
 
     @staticmethod
     def write_function(buf, tmpl, name, params, statements):
-        buf.splice(template(tmpl).substitute(name=name, params=", ".join(params)))
-        with buf.indent():
-            for statement in statements:
-                for line in statement.lines:
-                    buf.line(line)
+        buf.splice(fill(tmpl, name=name, params=", ".join(params),
+                        body=[line for s in statements for line in s.lines]))
         buf.line()
         buf.line()
 
 
 def library_calls(statements):
     """How many library kernel calls the statements' code makes."""
-    return sum(line.split("#", 1)[0].count("__k_") for s in statements for line in s.lines)
+    return sum(s.library_calls for s in statements)
 
 
 def driver_steps(statements, python_library=False):

@@ -8,11 +8,8 @@ escapes control characters (a node name must not drive the terminal).
 from __future__ import annotations
 
 import argparse
-import ast
 import html
-import re
 import sys
-from collections import namedtuple
 
 import numpy as np
 
@@ -55,62 +52,26 @@ def _row(kernel, compiled, profile):
 
 # -- which function runs each kernel, and is it compiled? ----------------------------------------
 def _kernel_hosts(compiled):
-    """{kernel name: True when it runs inside a Numba-compiled function of the generated module}."""
-    functions = _top_level_functions(compiled.source)
-    lines = compiled.source.splitlines()
-    hosts = {}
+    """{kernel name: True when it runs inside a Numba-compiled function of the generated module},
+    from where emit put each kernel (emit.Module.hosts: the host function, njit or not)."""
+    hosts = getattr(compiled, "hosts", None) or {}
+    found = {}
     for kernel in compiled.kernels:
-        host = _host_of(functions, lines, _marker(kernel), exclude=kernel.name)
-        ok = host is not None and _is_compiled(compiled.module, host)
+        host = hosts.get(kernel.name)
+        ok = host is not None and _is_compiled(compiled.module, *host)
         if kernel.kind == "fused":
             # Called from compiled code, a jitted kernel is compiled into its caller (when the caller
             # comes from Numba's disk cache the kernel's own dispatcher stays empty: that is fine).
             # The module binds the kernel's name to a shared function (emit.Emitter.bind_fused).
-            ok = ok and _is_jitted(compiled.module, functions.get(kernel.name), kernel.name)
-        hosts[kernel.name] = ok
-    return hosts
-
-
-Function = namedtuple("Function", "start end jitted name")
-
-
-def _top_level_functions(source):
-    """{name: Function} of the generated module's top-level functions."""
-    found = {}
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.FunctionDef):
-            jitted = any("jit" in ast.unparse(d) for d in node.decorator_list)
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            found[node.name] = Function(start, node.end_lineno, jitted, node.name)
+            ok = ok and _is_jitted(compiled.module, kernel.name)
+        found[kernel.name] = ok
     return found
 
 
-def _marker(kernel):
-    """A test for the line that runs `kernel`: its call, or the comment heading a library call."""
-    if kernel.kind == "fused":
-        call = re.compile(rf"\b{re.escape(kernel.name)}\(")
-        return lambda line: not line.lstrip().startswith(("#", "def ")) and call.search(line)
-    return lambda line: line.lstrip().startswith(f"# {kernel.name}:")
-
-
-def _host_of(functions, lines, matches, exclude):
-    """The function (other than `exclude`) whose body holds the first line that `matches`."""
-    for number, line in enumerate(lines, 1):
-        if not matches(line):
-            continue
-        for f in functions.values():
-            if f.start <= number <= f.end and f.name != exclude:
-                return f
-    return None
-
-
-def _is_jitted(module, function, name):
-    """`name` is a Numba dispatcher in the module (without a module: `function` is decorated
-    with a jit in the source)."""
-    target = getattr(module, name, None) if module is not None else None
-    if target is None:
-        return function is not None and function.jitted
-    return _is_dispatcher(target)
+def _is_jitted(module, name):
+    """`name` is a Numba dispatcher in the module (without a module: emit binds every fused
+    kernel's name to a jitted shared kernel)."""
+    return module is None or _is_dispatcher(getattr(module, name, None))
 
 
 def _is_dispatcher(target):
@@ -118,13 +79,12 @@ def _is_dispatcher(target):
     return isinstance(target, Dispatcher)
 
 
-def _is_compiled(module, function):
-    """A function is compiled when the module holds it as a Numba dispatcher with machine code."""
-    if function is None:
-        return False
-    target = getattr(module, function.name, None) if module is not None else None
+def _is_compiled(module, function, jitted):
+    """A function is compiled when the module holds it as a Numba dispatcher with machine code
+    (without a module: when emit wrote it as an njit function)."""
+    target = getattr(module, function, None) if module is not None else None
     if target is None:
-        return function.jitted
+        return jitted
     return _is_dispatcher(target) and bool(target.signatures)
 
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from .ir import NARROW_FLOATS
-from .source import LineBuffer, dtype_src, scalar_lit, template
+from .source import LineBuffer, dtype_src, fill, scalar_lit, template
 
 # Fused loops this large run their outer loop with prange (Numba's threads; one thread when
 # numba.set_num_threads(1)): below it, waking the thread pool costs more than it saves.
@@ -40,18 +39,19 @@ class SharedKernel:
     function: str
 
 
-def shared_kernel(function_of, kernels_digest):
-    """The SharedKernel whose function source is `function_of(name)`. `kernels_digest` names the
-    library kernels' version in the file when the function calls one (Numba's cache does not
-    notice a callee change)."""
+def shared_kernel(function_of, kernels_digest, modules=(), parallel=False):
+    """The SharedKernel whose function source is `function_of(name)`, calling the library
+    `modules` (and compiled with prange when `parallel`). `kernels_digest` names the library
+    kernels' version in the file when the function calls one (Numba's cache does not notice a
+    callee change)."""
+    mods = sorted(set(modules))
+
     def file_text(name):
         function = function_of(name)
-        mods = sorted(set(re.findall(r"\b__k_([a-z][a-z0-9_]*)\.", function)))
         header = template("shared_file.py.tmpl").substitute(
             library=f"\n# Calls library kernels {kernels_digest}." if mods else "",
             imports="".join(f"\nfrom onnxjit.kernels import {m} as __k_{m}" for m in mods)
-            + ("\nfrom onnxjit.kernels import PRANGE_ONLY as __PRANGE_ONLY"
-               if "parallel=__PRANGE_ONLY" in function else ""))
+            + ("\nfrom onnxjit.kernels import PRANGE_ONLY as __PRANGE_ONLY" if parallel else ""))
         return header + "\n\n" + function, function
 
     name = "f_" + hashlib.sha256(file_text("f_")[0].encode()).hexdigest()[:20]
@@ -60,47 +60,54 @@ def shared_kernel(function_of, kernels_digest):
 
 def fused_kernel(kernel, kernels_digest):
     """The SharedKernel of a planned "fused" kernel."""
-    return shared_kernel(lambda name: function_text(kernel, name), kernels_digest)
+    modules = set().union(*(s.modules for s in kernel.steps))
+    if any(s.outs[0].dtype in NARROW_FLOATS for s in kernel.steps):
+        modules.add("scalar")      # the rounding to float16/bfloat16 (write_body)
+    return shared_kernel(lambda name: function_text(kernel, name), kernels_digest, modules,
+                         is_parallel(kernel))
+
+
+def is_parallel(kernel):
+    """The fused kernel's outer loop is a prange (PARALLEL_MIN_ELEMENTS)."""
+    groups, _ = collapse(kernel.shape, [v.shape for v in kernel.inputs])
+    return math.prod(math.prod(kernel.shape[d] for d in g) for g in groups) >= PARALLEL_MIN_ELEMENTS
 
 
 def function_text(kernel, name):
-    """The source of one fused kernel as a function called `name`."""
-    buf = LineBuffer()
+    """The source of one fused kernel as a function called `name` (fused_kernel.py.tmpl)."""
     params = [f"a{i}" for i in range(len(kernel.inputs))]
     shapes = [v.shape for v in kernel.inputs]
     groups, views = collapse(kernel.shape, shapes)
     sizes = size_sources(kernel.shape, shapes)
-    loop = [math.prod(kernel.shape[d] for d in g) for g in groups]
-    parallel = math.prod(loop) >= PARALLEL_MIN_ELEMENTS
+    parallel = is_parallel(kernel)
     ops = list(dict.fromkeys(op for _, op in kernel.nodes))
     # Integer and bool results (quantization, casts, comparisons) turn an ulp into a different
     # value (x * (1/s) rounds 25.5 to 25): those kernels keep IEEE arithmetic.
     exact = any(np.dtype(s.outs[0].dtype).kind in "iub" for s in kernel.steps)
-    buf.splice(template("fused_kernel.py.tmpl").substitute(
-        name=name, params=", ".join(params), ops=", ".join(comment_text(op) for op in ops),
+    bounds = [f"n{k}" for k in range(len(groups))]
+    outs = {id(o): f"o{i}" for i, o in enumerate(kernel.outputs)}
+    loops = LineBuffer()
+    idx = [f"i{d}" for d in range(len(groups))]
+    for d, n in enumerate(bounds):
+        loops.line(f"for {idx[d]} in {'__prange' if parallel and d == 0 else 'range'}({n}):")
+        loops.level += 1
+    write_body(loops, kernel, params, views, idx, outs)
+    same = len(groups) == len(kernel.shape) and all(len(g) == 1 for g in groups)
+    rets = [outs[id(o)] + ("" if same else f".reshape({tuple_src(sizes)})")
+            for o in kernel.outputs]
+    return fill(
+        "fused_kernel.py.tmpl", name=name, params=", ".join(params),
+        ops=", ".join(comment_text(op) for op in ops),
         options=("" if exact else f", fastmath={FUSED_FASTMATH}")
-        + (", parallel=__PRANGE_ONLY" if parallel else "")))
-    with buf.indent():
-        bounds = [f"n{k}" for k in range(len(groups))]
-        for n, g in zip(bounds, groups):
-            buf.line(f"{n} = {' * '.join(sizes[d] for d in g) if g else '1'}")
-        for p, view in zip(params, views):
-            buf.line(f"{p}_ = __np.ascontiguousarray({p}).reshape("
-                     f"{tuple_src([n if full else '1' for n, full in zip(bounds, view)])})")
-        outs = {id(o): f"o{i}" for i, o in enumerate(kernel.outputs)}
-        for o in kernel.outputs:
-            buf.line(f"{outs[id(o)]} = __np.empty({tuple_src(bounds)}, {dtype_src(o.dtype)})")
-        idx = [f"i{d}" for d in range(len(groups))]
-        for d, n in enumerate(bounds):
-            buf.line(f"for {idx[d]} in {'__prange' if parallel and d == 0 else 'range'}({n}):")
-            buf.level += 1
-        write_body(buf, kernel, params, views, idx, outs)
-        buf.level -= len(groups)
-        same = len(groups) == len(kernel.shape) and all(len(g) == 1 for g in groups)
-        rets = [outs[id(o)] + ("" if same else f".reshape({tuple_src(sizes)})")
-                for o in kernel.outputs]
-        buf.line(f"return {rets[0]}" if len(rets) == 1 else f"return {tuple_src(rets)}")
-    return buf.getvalue()
+        + (", parallel=__PRANGE_ONLY" if parallel else ""),
+        sizes=[f"{n} = {' * '.join(sizes[d] for d in g) if g else '1'}"
+               for n, g in zip(bounds, groups)],
+        inputs=[f"{p}_ = __np.ascontiguousarray({p}).reshape("
+                f"{tuple_src([n if full else '1' for n, full in zip(bounds, view)])})"
+                for p, view in zip(params, views)],
+        outputs=[f"{outs[id(o)]} = __np.empty({tuple_src(bounds)}, {dtype_src(o.dtype)})"
+                 for o in kernel.outputs],
+        loops=loops.lines, results=rets[0] if len(rets) == 1 else tuple_src(rets))
 
 
 def write_body(buf, kernel, params, views, idx, outs):

@@ -31,6 +31,7 @@ class CompiledGraph:
     guarded: object = None   # the njit dispatcher, type- and shape-checking (see rep.run)
     tier: str = "compiled"   # or "reference" / "driver" while the optimized code compiles (tiers.py)
     lazy_calls: int = 0      # library calls its driver makes as Python, compiled at the first run
+    hosts: dict = None       # kernel name -> (function of the module running it, njit?) (emit)
 
     @property
     def profile(self):
@@ -94,7 +95,7 @@ def compile_model(model, signature, label="model", profile=False, values=None,
     if entries is None:
         return CompiledGraph(signature, reference_runner(model), (), generated.listing, kernels,
                              program, time.perf_counter() - start, module.__file__, module,
-                             tier="reference")
+                             tier="reference", hosts=generated.hosts)
     # An njit entry is called through its compiled entry point, skipping the dispatcher's type
     # matching (~0.4 us): rep.run only calls it with arrays whose shape, dtype and layout match.
     single = bool(entries) and generated.segments[0].name == generated.entry
@@ -108,7 +109,8 @@ def compile_model(model, signature, label="model", profile=False, values=None,
         guarded.disable_compile()
     return CompiledGraph(signature, fn, tuple(generated.weights),
                          generated.listing, kernels, program, time.perf_counter() - start,
-                         module.__file__, module, guarded, lazy_calls=generated.lazy_calls)
+                         module.__file__, module, guarded, lazy_calls=generated.lazy_calls,
+                         hosts=generated.hosts)
 
 
 def _narrow_edges(fn, program):

@@ -38,6 +38,24 @@ def peepholes(op_type, domain=""):
     return _PEEPHOLES.get((_domain(domain), op_type), [])
 
 
+_FINALIZERS: dict[str, list] = {}
+
+
+def finalizer(kind):
+    """Decorator: `fn(step)` runs on every step whose meta "kind" is `kind` after the whole graph
+    is lowered, when every peephole has folded into it (e.g. Conv weights packed for the kernel
+    chosen, after BatchNormalization folded into them)."""
+    def wrap(fn):
+        _FINALIZERS.setdefault(kind, []).append(fn)
+        return fn
+    return wrap
+
+
+def finalizers(kind):
+    """The finalizers registered for a step kind (none for None)."""
+    return _FINALIZERS.get(kind, []) if kind is not None else []
+
+
 def lookup(op_type, opset, domain=""):
     """The lowering for the largest `since` <= opset, or None."""
     versions = _RULES.get((_domain(domain), op_type), [])

@@ -60,15 +60,30 @@ def template(name):
     return Template(templates_root().joinpath(name).read_text())
 
 
+def fill(template_name, /, **fields):
+    """The text of template `template_name` with its fields filled in. A line holding only `$field`
+    whose value is a list of lines (a block) becomes those lines, each indented as the
+    placeholder is (and no line at all for an empty list); other fields substitute as text."""
+    out = []
+    for line in template(template_name).template.split("\n"):
+        key = line.strip()[1:]
+        if line.strip().startswith("$") and isinstance(fields.get(key), list):
+            indent = line[:len(line) - len(line.lstrip())]
+            out += [indent + row if row else "" for row in fields[key]]
+        else:
+            out.append(Template(line).substitute(
+                {k: v for k, v in fields.items() if not isinstance(v, list)}))
+    return "\n".join(out)
+
+
 def templates_root():
-    """The folder of the templates: the installed `onnxjit.codegen_templates` package, or the
-    checkout's top-level `codegen_templates/` when onnxjit is imported from a source tree (from the
-    repository root, its `onnxjit/` folder shadows the installed package, which maps the templates
-    into it at install time)."""
-    try:
-        return resources.files("onnxjit.codegen_templates")
-    except ModuleNotFoundError:
-        return Path(__file__).resolve().parent.parent / "codegen_templates"
+    """The folder of the templates: the checkout's top-level `codegen_templates/` when onnxjit is
+    imported from a source tree (a git worktree beside an editable install reads its own), else
+    the installed `onnxjit.codegen_templates` package (a wheel maps the templates into it)."""
+    checkout = Path(__file__).resolve().parent.parent / "codegen_templates"
+    if (checkout / "module.py.tmpl").is_file():      # the source tree onnxjit is imported from
+        return checkout
+    return resources.files("onnxjit.codegen_templates")
 
 
 class LineBuffer:

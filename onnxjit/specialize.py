@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from . import registry, validate
+from . import registry, steps, validate
 from .errors import DataDependent, LoweringError, ModelError, NeedsInputValue, UnsupportedOpError
 from .ir import BIT_OPS, BIT_TYPES, COMPILABLE_DTYPES, Value, attributes, const_value, initializers
 from .source import dtype_src, lit, scalar_lit
@@ -26,9 +26,11 @@ NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike",
 class Step:
     """One unit of generated code: an elementwise expression or a call producing arrays.
 
-    kind "ew": `expr` is a scalar expression over `{0}`, `{1}`... (the inputs' elements).
-    kind "call": `expr` is an array expression over `{0}`, `{1}`... (the inputs' arrays)
-    yielding `outs` (a tuple when there are several).
+    kind "ew": `expr` is a scalar expression over `{0}`, `{1}`... (the inputs' elements);
+    `modules` the library modules it calls (`__k_scalar.erf_f32`).
+    kind "call": `op` says what it runs (steps.LibraryCall, Movement or ArrayExpr) over the
+    input slots 0, 1... (`inputs`), yielding `outs`; `expr` is the source a lowering wrote
+    for it through `LoweringContext.call` ("" when it recorded the op itself).
     """
     kind: str
     expr: str
@@ -36,6 +38,23 @@ class Step:
     outs: list
     nodes: list = field(default_factory=list)   # [(node name, op_type)]
     meta: dict = field(default_factory=dict)     # what a lowering records for later peepholes
+    op: object = None
+    modules: set = field(default_factory=set)
+
+    def __setattr__(self, name, value):
+        # A peephole that rewrites a call step's source (`step.expr = ...`, the API before
+        # `op`) has it read into the op again, with the step's inputs as they are now.
+        object.__setattr__(self, name, value)
+        if name == "expr" and self.kind == "call" and getattr(self, "op", None) is not None:
+            object.__setattr__(self, "op", steps.from_fragment(value, self.inputs))
+
+    def value(self, name):
+        """The input Value passed as the op's argument `name` (steps.LibraryCall.names)."""
+        return self.inputs[self.op.args[self.op.names.index(name)]]
+
+    def set_value(self, name, value):
+        """Pass `value` as the op's argument `name` instead."""
+        self.inputs[self.op.args[self.op.names.index(name)]] = value
 
 
 @dataclass
@@ -136,7 +155,8 @@ class LoweringContext:
         shape = broadcast_shapes(*(v.shape for v in inputs))
         out = Value(shape, np.dtype(dtype), name=self._out_name(0))
         self._check_dtype(out.dtype, *inputs)
-        out.producer = Step("ew", expr, list(inputs), [out], [self.label])
+        out.producer = Step("ew", expr, list(inputs), [out], [self.label],
+                            modules=steps.fragment_modules(expr, len(inputs)))
         self.program.steps.append(out.producer)
         return out
 
@@ -150,10 +170,36 @@ class LoweringContext:
 
     def call_multi(self, expr, *inputs, outs, meta=None, view=False):
         """Several Values from one array expression returning a tuple."""
+        return self._record(expr, steps.from_fragment(expr, inputs), inputs, outs, meta, view)
+
+    def kernel(self, kernel, *args, shape=None, dtype=None, outs=None, meta=None, names=(),
+               view=False):
+        """The Value (or Values, given `outs` [(shape, dtype)...]) a library kernel computes:
+        `kernel` is (module of onnxjit.kernels, function); each argument a Value (an input
+        slot), a steps.Param / steps.Src, or a plain number, None, bool or tuple (a Param).
+        `names` may name the arguments (read by peepholes and readers, not rendered)."""
+        inputs, call_args = [], []
+        for a in args:
+            if isinstance(a, Value):
+                call_args.append(len(inputs))
+                inputs.append(a)
+            else:
+                call_args.append(steps.param(a))
+        op = steps.LibraryCall(tuple(kernel), call_args, tuple(names))
+        values = self._record("", op, inputs, outs or [(shape, dtype)], meta, view)
+        return values if outs is not None else values[0]
+
+    def record(self, op, *inputs, shape=None, dtype=None, outs=None, meta=None, view=False):
+        """The Value (or Values, given `outs`) of a call step running `op` (steps.LibraryCall,
+        Movement or ArrayExpr) over `inputs` (its slots 0, 1 ...)."""
+        values = self._record("", op, inputs, outs or [(shape, dtype)], meta, view)
+        return values if outs is not None else values[0]
+
+    def _record(self, expr, op, inputs, outs, meta, view):
         values = [Value(tuple(int(d) for d in s), np.dtype(t), name=self._out_name(i))
                   for i, (s, t) in enumerate(outs)]
         self._check_dtype(None, *inputs, *values)
-        step = Step("call", expr, list(inputs), values, [self.label], dict(meta or {}))
+        step = Step("call", expr, list(inputs), values, [self.label], dict(meta or {}), op)
         step.meta["view"] = view
         for v in values:
             v.producer = step
@@ -330,7 +376,9 @@ def specialize(model: onnx.ModelProto, input_values, peepholes=True) -> Program:
     for step in program.steps:
         # Rewrites that must see a step's final inputs, after every peephole folded into it
         # (e.g. the Winograd weight transform, after BatchNormalization folded into the Conv).
-        finalize = step.meta.pop("finalize", None)
+        for finalize in registry.finalizers(step.meta.get("kind")):
+            finalize(step)
+        finalize = step.meta.pop("finalize", None)   # a lowering's own closure (older API)
         if finalize is not None:
             finalize(step)
     for out in graph.output:

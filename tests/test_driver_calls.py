@@ -8,7 +8,23 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxjit.backend as backend
-from onnxjit.calls import movement_call
+from onnxjit.steps import Movement, from_fragment
+
+
+def movement_call(expr):
+    """(params, body, arguments as source) of the shared kernel for `expr` over variables t<i>,
+    read as a lowering's fragment (variables become input slots); None unless it is movement."""
+    names = list(dict.fromkeys(re.findall(r"\bt\d+\b", expr)))
+    try:
+        fragment = re.sub(r"\bt\d+\b", lambda m: "{%d}" % names.index(m.group()),
+                          expr.replace("{", "{{").replace("}", "}}"))
+    except ValueError:
+        return None
+    op = from_fragment(fragment, [object()] * len(names))
+    if not isinstance(op, Movement):
+        return None
+    params, body, args = op.kernel(names)
+    return params, body, [str(a) for a in args]
 
 
 @pytest.mark.parametrize("expr,params,body,args", [

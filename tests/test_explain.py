@@ -152,7 +152,10 @@ def test_compiled_flag_false_for_python_driver_kernels():
               "    return (t1,)\n\n\ndef run_graph(in_x):\n    (t1,) = segment_0(in_x)\n"
               "    # call_1_op: n (Op)\n    t2 = op(t1)\n    return (t2,)\n")
     kernels = [Kernel("fused", [], name="fused_0_relu"), Kernel("call", [], name="call_1_op")]
-    compiled = SimpleNamespace(source=source, kernels=kernels, module=None, profile=None)
+    # where emit put each kernel (emit.Module.hosts): explain reads it, not the source
+    hosts = {"fused_0_relu": ("segment_0", True), "call_1_op": ("run_graph", False)}
+    compiled = SimpleNamespace(source=source, kernels=kernels, module=None, profile=None,
+                               hosts=hosts)
     fake = SimpleNamespace(compiled=lambda signature=None: compiled)
     assert [r["compiled"] for r in explain(fake)] == [True, False]
 

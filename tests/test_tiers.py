@@ -104,8 +104,8 @@ def test_templates_found_in_a_source_checkout(monkeypatch):
     monkeypatch.setattr(source.resources, "files", missing)
     source.template.cache_clear()
     try:
-        text = source.template("driver.py.tmpl").substitute(name="run_graph", params="x")
-        assert text.startswith("def run_graph(x):")
+        text = source.fill("driver.py.tmpl", name="run_graph", params="x", body=["return x"])
+        assert text.startswith("def run_graph(x):") and "\n    return x\n" in text
     finally:
         source.template.cache_clear()
 
