@@ -6,7 +6,8 @@ import numpy as np
 from ..ir import Value, const_value
 from ..kernels import conv_packed, conv_s2, pool, sgemm, shapes, winograd
 from ..source import lit
-from ..registry import peephole, register
+from ..registry import finalizer, peephole, register
+from ..steps import ArrayExpr, LibraryCall, Param
 from .elementwise import _cast
 
 from ..ir import NARROW_FLOATS
@@ -69,12 +70,11 @@ def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_s
             # one input channel per group and output: a direct per-channel kernel (MobileNet,
             # ShuffleNet) instead of im2col and a 1-row GEMM per channel
             "depthwise": group == x.shape[1] == w.shape[0] and w.shape[1] == 1 and group > 1,
-            "layout": None}   # how the weights were transformed at the end (_transform_weights)
-    plan = _conv_plan(x, w, kernel, s, d, p, int(group), out, meta["depthwise"])
-    if plan is not None:
-        meta["finalize"] = lambda step: _transform_weights(step, plan)
-    return ctx.call(_conv_expr(meta), x, w, _bias(ctx, b, w.shape[0], x.dtype),
-                    shape=shape, dtype=x.dtype, meta=meta)
+            "layout": None,   # how the weights were transformed at the end (_transform_weights)
+            "plan": None}     # ... and how they will be
+    meta["plan"] = _conv_plan(x, w, kernel, s, d, p, int(group), out, meta["depthwise"])
+    return ctx.record(_conv_op(meta), x, w, _bias(ctx, b, w.shape[0], x.dtype),
+                      shape=shape, dtype=x.dtype, meta=meta)
 
 
 def _conv_plan(x, w, kernel, s, d, p, group, out, depthwise):
@@ -96,29 +96,48 @@ def _conv_plan(x, w, kernel, s, d, p, group, out, depthwise):
     return ("packed", (w.shape[0], kernel))
 
 
-def _conv_expr(meta):
+# A Conv step's inputs: the image, the weights, the bias and (once residual_into_conv folded an
+# Add into it) the residual; its LibraryCall names them.
+X, W, BIAS, RES = 0, 1, 2, 3
+
+
+def _conv_op(meta):
+    """The library call of a Conv step, from its meta (kernel chosen, epilogue folded in)."""
     s, p, d, group = meta["geometry"]
-    act = lit(meta["act"])
-    res = "{3}" if meta["res"] else "None"
+    act = (Param(meta["act"]), "act")
+    res = (RES if meta["res"] else Param(None), "residual")
     kind, arg = meta["layout"] or (None, None)
+    x, w, b = (X, "x"), (W, "w"), (BIAS, "bias")
+    pads = (Param(p), "pads")
+
+    def call(module, function, *args):
+        return LibraryCall((module, function), [a for a, _ in args], tuple(n for _, n in args))
+
     if meta["depthwise"] and not meta["res"]:
-        return (f"__k_depthwise.depthwise_conv({{0}}, {{1}}, {{2}}, {lit(s)}, {lit(p)}, {lit(d)}, "
-                f"{act})")
+        return call("depthwise", "depthwise_conv", x, w, b, (Param(s), "strides"), pads,
+                    (Param(d), "dilations"), act)
     if kind == "packed_1x1":
         m, product = arg
-        return f"__k_sgemm.conv1x1_packed_{product}({{0}}, {{1}}, {m}, {{2}}, {act}, {res})"
+        return call("sgemm", f"conv1x1_packed_{product}", x, w, (Param(m), "m"), b, act, res)
     if kind == "winograd":
-        return f"__k_winograd.conv3x3({{0}}, {{1}}, {{2}}, {lit(p)}, {act}, {res})"
+        return call("winograd", "conv3x3", x, w, b, pads, act, res)
     if kind == "s2":
         m, kernel = arg
-        return (f"__k_conv_s2.conv_s2({{0}}, {{1}}, {m}, {lit(kernel)}, {{2}}, {lit(p)}, {act}, "
-                f"{res})")
+        return call("conv_s2", "conv_s2", x, w, (Param(m), "m"), (Param(kernel), "kernel"), b,
+                    pads, act, res)
     if kind == "packed":
         m, kernel = arg
-        return (f"__k_conv_packed.conv_packed({{0}}, {{1}}, {m}, {lit(kernel)}, {{2}}, {lit(s)}, "
-                f"{lit(p)}, {lit(d)}, {act}, {res})")
-    return (f"__k_conv.conv({{0}}, {{1}}, {{2}}, {lit(s)}, {lit(p)}, {lit(d)}, {lit(group)}, "
-            f"{act}{', {3}' if meta['res'] else ''})")
+        return call("conv_packed", "conv_packed", x, w, (Param(m), "m"),
+                    (Param(kernel), "kernel"), b, (Param(s), "strides"), pads,
+                    (Param(d), "dilations"), act, res)
+    return call("conv", "conv", x, w, b, (Param(s), "strides"), pads, (Param(d), "dilations"),
+                (Param(group), "group"), act, *([res] if meta["res"] else []))
+
+
+@finalizer("conv")
+def _finalize_conv(step):
+    if step.meta["plan"] is not None:
+        _transform_weights(step, step.meta["plan"])
 
 
 def _transform_weights(step, plan):
@@ -132,7 +151,7 @@ def _transform_weights(step, plan):
     the other float32 convs, im2col on the same GEMM (kernels/conv_packed.py), each group's
     weights packed alike.
     """
-    w = step.inputs[1]
+    w = step.value("w")
     if not w.is_const:
         return
     kind, arg = plan
@@ -144,16 +163,16 @@ def _transform_weights(step, plan):
         packed = conv_packed.pack_conv(w.const, step.meta["geometry"][3])
     else:
         packed = sgemm.pack_a(w.const.reshape((arg[0], -1)))
-    step.inputs[1] = const_value(packed)
+    step.set_value("w", const_value(packed))
     step.meta["layout"] = plan
     if not step.meta["res"]:
         # no residual: an empty one, so that the convs with and without one share a compiled
         # kernel (None is a type of its own: ResNet-50 compiled conv1x1_packed and conv_packed
         # twice each, ~22 s at first use)
-        x = step.inputs[0]
-        step.inputs.append(const_value(np.empty((0,) * x.rank, x.dtype)))
+        x = step.value("x")
+        step.inputs.append(const_value(np.empty((0,) * x.rank, x.dtype)))   # slot RES
         step.meta["res"] = "empty"
-    step.expr = _conv_expr(step.meta)
+    step.op = _conv_op(step.meta)
 
 
 @peephole("Relu")
@@ -163,7 +182,7 @@ def relu_into_conv(ctx, x):
     if step is None or step.meta["act"]:
         return None
     step.meta["act"] = 1
-    step.expr = _conv_expr(step.meta)
+    step.op = _conv_op(step.meta)
     step.nodes.append(ctx.label)
     return step.outs[0]
 
@@ -186,8 +205,8 @@ def residual_into_conv(ctx, *inputs, **legacy):
                 or r.shape != x.shape or r.dtype != x.dtype or x.dtype in NARROW_FLOATS):
             continue
         step.meta["res"] = True
-        step.inputs.append(r)
-        step.expr = _conv_expr(step.meta)
+        step.inputs.append(r)             # slot RES
+        step.op = _conv_op(step.meta)
         step.nodes.append(ctx.label)
         return step.outs[0]
     return None
@@ -210,7 +229,7 @@ def _foldable_conv(ctx, x, c):
             or c.dtype != x.dtype):
         return None, None
     vec = _channel_vector(x, c)
-    w, b = step.inputs[1], step.inputs[2]
+    w, b = step.value("w"), step.value("bias")
     if vec is None or not (w.is_const and b.is_const):
         return None, None
     return step, vec
@@ -224,10 +243,10 @@ def scale_into_conv(ctx, a, b, **legacy):
     for x, c in ((a, b), (b, a)):
         step, vec = _foldable_conv(ctx, x, c)
         if step is not None:
-            w, bias = step.inputs[1], step.inputs[2]
+            w, bias = step.value("w"), step.value("bias")
             scaled = w.const * vec.reshape((-1,) + (1,) * (w.rank - 1))
-            step.inputs[1] = ctx.constant(scaled.astype(w.dtype, copy=False))
-            step.inputs[2] = ctx.constant((bias.const * vec).astype(bias.dtype, copy=False))
+            step.set_value("w", ctx.constant(scaled.astype(w.dtype, copy=False)))
+            step.set_value("bias", ctx.constant((bias.const * vec).astype(bias.dtype, copy=False)))
             step.nodes.append(ctx.label)
             return step.outs[0]
     return None
@@ -241,8 +260,8 @@ def shift_into_conv(ctx, a, b, **legacy):
     for x, c in ((a, b), (b, a)):
         step, vec = _foldable_conv(ctx, x, c)
         if step is not None:
-            bias = step.inputs[2]
-            step.inputs[2] = ctx.constant((bias.const + vec).astype(bias.dtype, copy=False))
+            bias = step.value("bias")
+            step.set_value("bias", ctx.constant((bias.const + vec).astype(bias.dtype, copy=False)))
             step.nodes.append(ctx.label)
             return step.outs[0]
     return None
@@ -256,14 +275,14 @@ def batchnorm_into_conv(ctx, x, scale, bias, mean, var, epsilon=1e-5, training_m
     if (step is None or step.meta["act"] or step.meta["res"] or training_mode
             or not all(v.is_const for v in stats)):
         return None
-    w, b = step.inputs[1], step.inputs[2]
+    w, b = step.value("w"), step.value("bias")
     if not (w.is_const and b.is_const):
         return None
     a = scale.const / np.sqrt(var.const + np.asarray(epsilon, var.dtype))
     w_new = w.const * a.reshape((-1,) + (1,) * (w.rank - 1))
     b_new = (b.const - mean.const) * a + bias.const
-    step.inputs[1] = ctx.constant(w_new.astype(w.dtype, copy=False))
-    step.inputs[2] = ctx.constant(b_new.astype(b.dtype, copy=False))
+    step.set_value("w", ctx.constant(w_new.astype(w.dtype, copy=False)))
+    step.set_value("bias", ctx.constant(b_new.astype(b.dtype, copy=False)))
     step.nodes.append(ctx.label)
     return step.outs[0]
 
@@ -278,10 +297,10 @@ def ConvTranspose(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1,
     s, p, d, out = shapes.conv_transpose_geometry(auto_pad, x.shape[2:], kernel, strides,
                                                   dilations, pads, output_padding, output_shape)
     channels = w.shape[1] * group
-    expr = (f"__k_conv.conv_transpose({{0}}, {{1}}, {{2}}, {ctx.lit(s)}, {ctx.lit(p)}, "
-            f"{ctx.lit(d)}, {ctx.lit(int(group))}, {ctx.lit(tuple(out))})")
-    return ctx.call(expr, x, w, _bias(ctx, b, channels, x.dtype),
-                    shape=(x.shape[0], channels) + tuple(out), dtype=x.dtype)
+    return ctx.kernel(("conv", "conv_transpose"), x, w, _bias(ctx, b, channels, x.dtype), s, p, d,
+                      int(group), tuple(out), shape=(x.shape[0], channels) + tuple(out),
+                      dtype=x.dtype, names=("x", "w", "bias", "strides", "pads", "dilations",
+                                            "group", "output_shape"))
 
 
 @register("MaxPool", 1)
@@ -294,14 +313,16 @@ def MaxPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape
     s, p, d, out = shapes.pool_geometry(auto_pad, x.shape[2:], tuple(kernel_shape), strides,
                                         dilations, pads, ceil_mode)
     shape = x.shape[:2] + tuple(out)
-    geometry = f"{ctx.lit(tuple(kernel_shape))}, {ctx.lit(s)}, {ctx.lit(p)}, {ctx.lit(d)}, {ctx.lit(out)}"
+    geometry = (tuple(kernel_shape), s, p, d, tuple(out))
+    names = ("x", "kernel", "strides", "pads", "dilations", "output_shape")
     if len(ctx.node.output) > 1 and ctx.node.output[1]:
-        y, idx = ctx.call_multi(f"__k_pool.maxpool_with_indices({{0}}, {geometry}, "
-                                f"{ctx.lit(int(storage_order))})", x,
-                                outs=[(shape, x.dtype), (shape, np.int64)])
+        y, idx = ctx.kernel(("pool", "maxpool_with_indices"), x, *geometry, int(storage_order),
+                            outs=[(shape, x.dtype), (shape, np.int64)],
+                            names=names + ("storage_order",))
         return [_cast(ctx, y, dtype), idx]   # _cast returns y itself when dtype is y's
     kind = pool.scheme(x.shape, x.dtype, kernel_shape, s, p, d, out)
-    y = ctx.call(f"__k_pool.maxpool_{kind}({{0}}, {geometry})", x, shape=shape, dtype=x.dtype)
+    y = ctx.kernel(("pool", f"maxpool_{kind}"), x, *geometry, shape=shape, dtype=x.dtype,
+                   names=names)
     return _cast(ctx, y, dtype)
 
 
@@ -312,31 +333,32 @@ def AveragePool(ctx, x, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dil
     s, p, d, out = shapes.pool_geometry(auto_pad, x.shape[2:], tuple(kernel_shape), strides,
                                         dilations, pads, ceil_mode)
     kind = pool.scheme(x.shape, x.dtype, kernel_shape, s, p, d, out)
-    expr = (f"__k_pool.avgpool_{kind}({{0}}, {ctx.lit(tuple(kernel_shape))}, {ctx.lit(s)}, "
-            f"{ctx.lit(p)}, {ctx.lit(d)}, {ctx.lit(out)}, {ctx.lit(int(count_include_pad))})")
-    return ctx.call(expr, x, shape=x.shape[:2] + tuple(out), dtype=x.dtype)
+    return ctx.kernel(("pool", f"avgpool_{kind}"), x, tuple(kernel_shape), s, p, d, tuple(out),
+                      int(count_include_pad), shape=x.shape[:2] + tuple(out), dtype=x.dtype,
+                      names=("x", "kernel", "strides", "pads", "dilations", "output_shape",
+                             "count_include_pad"))
 
 
 @register("GlobalAveragePool", 1)
 def GlobalAveragePool(ctx, x):
     _float_only(ctx, x)
-    return ctx.call("__k_pool.global_avgpool({0})", x,
-                    shape=x.shape[:2] + (1,) * (x.rank - 2), dtype=x.dtype)
+    return ctx.kernel(("pool", "global_avgpool"), x,
+                      shape=x.shape[:2] + (1,) * (x.rank - 2), dtype=x.dtype)
 
 
 @register("GlobalMaxPool", 1)
 def GlobalMaxPool(ctx, x):
     _float_only(ctx, x)
-    return ctx.call("__k_pool.global_maxpool({0})", x,
-                    shape=x.shape[:2] + (1,) * (x.rank - 2), dtype=x.dtype)
+    return ctx.kernel(("pool", "global_maxpool"), x,
+                      shape=x.shape[:2] + (1,) * (x.rank - 2), dtype=x.dtype)
 
 
 @register("LRN", 1)
 def LRN(ctx, x, size, alpha=0.0001, beta=0.75, bias=1.0):
     _float_only(ctx, x)
-    expr = (f"__k_pool.lrn({{0}}, {ctx.lit(int(size))}, {ctx.lit(float(alpha))}, "
-            f"{ctx.lit(float(beta))}, {ctx.lit(float(bias))})")
-    return ctx.call(expr, x, shape=x.shape, dtype=x.dtype)
+    return ctx.kernel(("pool", "lrn"), x, int(size), float(alpha), float(beta), float(bias),
+                      shape=x.shape, dtype=x.dtype,
+                      names=("x", "size", "alpha", "beta", "bias"))
 
 
 def _matmul_operand(ctx, pre, full, three):
@@ -367,7 +389,7 @@ def MatMul(ctx, a, b):
         b = ctx.constant(sgemm.pack_b(b.const))
     elif _use_bmm(a, b):
         return _lower_bmm(ctx, a, b, meta)
-    return ctx.call(_matmul_expr(meta), a, b, shape=plan.out, dtype=a.dtype, meta=meta)
+    return ctx.record(_matmul_op(meta), a, b, shape=plan.out, dtype=a.dtype, meta=meta)
 
 
 # The packed GEMM serves every row count: at 1 row (GEMV) it streams the weights as fast as
@@ -452,8 +474,20 @@ def _lower_bmm(ctx, a, b, meta):
         if step is not None:
             ctx.program.steps.remove(step)
     coffs = np.arange(count, dtype=np.int64) * (m * n)
-    return ctx.call(_matmul_expr(meta), a_src, b_src, ctx.constant(aoffs), ctx.constant(boffs),
-                    ctx.constant(coffs), shape=meta["out"], dtype=a.dtype, meta=meta)
+    return ctx.record(_matmul_op(meta), a_src, b_src, ctx.constant(aoffs), ctx.constant(boffs),
+                      ctx.constant(coffs), shape=meta["out"], dtype=a.dtype, meta=meta)
+
+
+# A MatMul step's inputs: the operands, then for bmm the offsets of A, B and C per batch, then
+# the bias once bias_into_matmul folded one in (appended: the last input).
+BMM_C_OFFSETS = 4
+
+
+def _matmul_op(meta):
+    """The call of a MatMul step, from its meta: the product's kernel (`__k_bmm`, `__k_sgemm`
+    or `__k_matmul`) wrapped in reshapes of its operands and result."""
+    module = "bmm" if meta["bmm"] else "sgemm" if meta["packed"] else "matmul"
+    return ArrayExpr(_matmul_expr(meta), {module}, 1)
 
 
 def _matmul_expr(meta):
@@ -507,7 +541,7 @@ def scale_into_matmul(ctx, a, b, **legacy):
                 or not c.is_const or c.dtype != x.dtype or c.size != 1 or c.rank > x.rank):
             continue
         step.meta["scale"] = float(c.const.reshape(-1)[0])
-        step.expr = _matmul_expr(step.meta)
+        step.op = _matmul_op(step.meta)
         step.nodes.append(ctx.label)
         return step.outs[0]
     return None
@@ -521,7 +555,7 @@ def take_matmul_scale(ctx, x):
     if step is None or step.meta["scale"] == 1.0:
         return 1.0
     scale, step.meta["scale"] = step.meta["scale"], 1.0
-    step.expr = _matmul_expr(step.meta)
+    step.op = _matmul_op(step.meta)
     return scale
 
 
@@ -543,9 +577,10 @@ def transpose_into_matmul(ctx, x, perm=None):
     crs = 0 if g["a_vec"] else strides[nb]
     ccs = 0 if g["b_vec"] else strides[-1]
     g["c"] = (crs, ccs)
-    step.inputs[4] = ctx.constant(_batch_layout(x.shape[:nb], strides[:nb], x.shape[:nb]))
+    step.inputs[BMM_C_OFFSETS] = ctx.constant(_batch_layout(x.shape[:nb], strides[:nb],
+                                                             x.shape[:nb]))
     step.meta["out"] = shape
-    step.expr = _matmul_expr(step.meta)
+    step.op = _matmul_op(step.meta)
     step.nodes.append(ctx.label)
     out = Value(shape, x.dtype, name=ctx.node.output[0])
     out.producer = step
@@ -568,7 +603,7 @@ def bias_into_matmul(ctx, a, b, **legacy):
             continue
         step.inputs.append(ctx.constant(np.broadcast_to(c.const.reshape(-1), (n,)).copy()))
         step.meta["bias"] = True
-        step.expr = _matmul_expr(step.meta)
+        step.op = _matmul_op(step.meta)
         step.nodes.append(ctx.label)
         return step.outs[0]
     return None
@@ -581,7 +616,7 @@ def relu_into_matmul(ctx, x):
     if step is None:
         return None
     step.meta["act"] = 1
-    step.expr = _matmul_expr(step.meta)
+    step.op = _matmul_op(step.meta)
     step.nodes.append(ctx.label)
     return step.outs[0]
 
@@ -631,4 +666,4 @@ def _packed_gemm(ctx, a, b, c, alpha, beta, transA, transB, m, n):
     inputs = [a, ctx.constant(sgemm.pack_b(weights))]
     if bias is not None:
         inputs.append(ctx.constant(np.ascontiguousarray(bias, np.float32)))
-    return ctx.call(_matmul_expr(meta), *inputs, shape=(m, n), dtype=a.dtype, meta=meta)
+    return ctx.record(_matmul_op(meta), *inputs, shape=(m, n), dtype=a.dtype, meta=meta)
