@@ -58,6 +58,8 @@ def _why(node):
         return "branch chosen at run time, branches compiled"
     if node.op_type in staged.SUBGRAPH_OPS:
         return "loop in Python, body compiled"
+    if node.op_type in staged.STRING_OPS or node.op_type == "Equal":
+        return "strings are Python str objects (ops/strings.py)"
     if node.op_type in staged.SEQUENCE_OPS:
         return "sequences and optionals are Python lists / None"
     return "reads or makes a sequence"
@@ -313,3 +315,6 @@ def non_max_suppression(ctx, boxes, scores, max_output=None, iou=None, score=Non
                         center_point_box=0):
     return [dynamic.non_max_suppression(boxes, scores, max_output, iou, score,
                                         center_point_box)]
+
+
+from .ops import strings as _strings  # noqa: E402,F401  (registers the string host ops)

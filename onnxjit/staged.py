@@ -38,8 +38,10 @@ SEQUENCE_OPS = {"SequenceConstruct", "SequenceAt", "SequenceEmpty", "SequenceIns
                 "SequenceMap", "Optional", "OptionalHasElement", "OptionalGetElement"}
 # OptionalHasElement / OptionalGetElement of tensors compile (ops/movement.py): host nodes only
 # where they read an optional of a sequence or an optional graph input.
+# String ops: Python host nodes (ops/strings.py); Equal too where it reads a string tensor.
+STRING_OPS = {"StringNormalizer", "StringSplit", "StringConcat", "RegexFullMatch"}
 HOST_OPS = (SEQUENCE_OPS - {"OptionalHasElement", "OptionalGetElement"}) | {
-    "NonMaxSuppression", "Unique"}
+    "NonMaxSuppression", "Unique"} | STRING_OPS
 # Ops made host nodes when their lowering raises DataDependent (instead of a new segment).
 HOST_WHEN_DYNAMIC = {"NonZero", "Compress", "If", "Loop", "Scan", "Unique", "NonMaxSuppression"}
 SUBGRAPH_OPS = {"If", "Loop", "Scan", "SequenceMap"}
@@ -109,6 +111,8 @@ def _host_nodes(graph, declared=None):
         if v.HasField("type"):
             types[v.name] = v.type
     nontensor = {n for n, t in types.items() if not _is_tensor_type(t)}
+    strings = {n for n, t in types.items() if t.WhichOneof("value") == "tensor_type"
+               and t.tensor_type.elem_type == onnx.TensorProto.STRING}
     host = set()
     for k, node in enumerate(graph.node):
         sub_host = False
@@ -119,6 +123,10 @@ def _host_nodes(graph, declared=None):
                 sub_host = True
             sub_out_nontensor += [not _is_tensor_type(o.type) for o in sub.output]
         reads = any(n in nontensor for n in node.input if n)
+        if node.op_type in STRING_OPS and node.output:
+            strings.update(node.output[:1] if node.op_type != "RegexFullMatch" else ())
+        if node.op_type == "Equal" and any(n in strings for n in node.input):
+            host.add(k)
         if node.op_type in HOST_OPS or reads or sub_host \
                 or any(n in nontensor for n in node.output):
             host.add(k)
