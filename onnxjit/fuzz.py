@@ -430,6 +430,7 @@ def _worker(conn, quiet):
             return
         if case is None:
             return
+        conn.send(("start", None))
         model, inputs = case["model"], case["inputs"]
         if case.get("no_reference"):     # it ran past the timeout before: onnxjit alone
             conn.send(("reference", {"error": {"type": "timeout", "onnxjit": False,
@@ -572,8 +573,10 @@ class _Job:
     def __init__(self, case, timeout, prepare_timeout):
         self.case = case
         self.timeout, self.prepare_timeout = timeout, prepare_timeout
-        self.stage = "reference"
-        self.deadline = time.monotonic() + timeout
+        # A fresh worker imports numpy, onnx and onnxjit before its first case: the reference's
+        # clock starts when the worker takes the case (its "start", or the reference's result).
+        self.stage = "starting"
+        self.deadline = time.monotonic() + prepare_timeout
         self.ref = self.jit = None
         self.start = time.monotonic()
         self.infinite = any(a.dtype.kind == "f" and np.isinf(a).any() for a in case["inputs"]
@@ -638,7 +641,7 @@ def run_cases(cases, jobs=1, timeout=60.0, prepare_timeout=300.0, quiet=True, pr
                         stage, payload = worker.conn.recv()
                     except (EOFError, OSError):
                         code = worker.proc.exitcode
-                        if job.stage == "reference":
+                        if job.stage in ("starting", "reference"):
                             finish(worker, "skip", f"the reference crashed the worker ({code})")
                         elif job.stage == "ort":
                             finish(worker, *classify(job.ref, job.jit, {"error": {
@@ -648,7 +651,9 @@ def run_cases(cases, jobs=1, timeout=60.0, prepare_timeout=300.0, quiet=True, pr
                             finish(worker, "CRASH", f"worker exit {code} during {job.stage}")
                         replace(worker)
                         break
-                    if stage == "reference":
+                    if stage == "start":
+                        job.advance("reference")
+                    elif stage == "reference":
                         job.ref = payload
                         job.advance("prepare")
                     elif stage in ("prepare", "run"):
@@ -673,10 +678,14 @@ def run_cases(cases, jobs=1, timeout=60.0, prepare_timeout=300.0, quiet=True, pr
             for worker in list(active):
                 job = active[worker]
                 if now >= job.deadline:
-                    if job.stage == "reference":
+                    if job.stage == "starting":
+                        finish(worker, "skip", "the worker did not start in time")
+                    elif job.stage == "reference" and not job.case.get("no_reference"):
                         # Run the case again, onnxjit alone: a crash or hang still counts.
                         active.pop(worker)
                         pending.appendleft(dict(job.case, no_reference=True))
+                    elif job.stage == "reference":
+                        finish(worker, "skip", "the reference took too long")
                     elif job.stage == "ort":
                         finish(worker, *classify(job.ref, job.jit, {"error": {
                             "type": "hang", "message": "ONNX Runtime hung", "onnxjit": False}},

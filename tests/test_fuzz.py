@@ -60,11 +60,13 @@ def test_pool_records_crash_and_hang_and_goes_on():
     cases = [{"index": i, "kind": "graph", "base": "scripted", "model": m, "inputs": [],
               "note": ""} for i, m in enumerate([b"crash", b"ok", b"hang", b"unclean", b"ok"])]
     start = time.monotonic()
-    results = fuzz.run_cases(cases, jobs=1, timeout=3, prepare_timeout=3,
+    # `timeout` covers a fresh worker's imports (slow on a loaded host); the hang is caught by
+    # the prepare/run limit.
+    results = fuzz.run_cases(cases, jobs=1, timeout=60, prepare_timeout=5,
                              target=_scripted_worker)
     assert [r["outcome"] for r in results] == ["CRASH", "agree", "HANG", "UNCLEAN", "agree"]
     assert "-11" in results[0]["detail"]
-    assert time.monotonic() - start < 60
+    assert time.monotonic() - start < 300
 
 
 def test_compare_tells_nan_and_tolerance_apart():
