@@ -155,6 +155,8 @@ def Dropout(ctx, x, ratio=None, training_mode=None, is_test=0, consumed_inputs=N
 # -- reshapes ------------------------------------------------------------------------------------
 def reshape_target(ctx, x, dims, allowzero):
     """ONNX Reshape's output shape: 0 copies the input dim (unless allowzero), -1 is inferred."""
+    if not allowzero and any(d == 0 and i >= x.rank for i, d in enumerate(dims)):
+        ctx.fail(f"target shape {dims} copies (0) a dimension the rank-{x.rank} input lacks")
     out = [x.shape[i] if d == 0 and not allowzero else d for i, d in enumerate(dims)]
     if out.count(-1) > 1 or any(d < -1 for d in out):
         ctx.fail(f"invalid target shape {dims}")

@@ -184,8 +184,8 @@ def _tables(ctx, x, axes, scales, sizes, rois, opts):
         in_w = shape[a]
         if _is_identity(scale, in_w, out_w, roi):
             continue
-        if in_w == 0:
-            ctx.fail("cannot resize an empty axis")
+        if in_w == 0 or out_w == 0:
+            ctx.fail(f"cannot resize axis {a} from {in_w} to {out_w} elements (an empty axis)")
         i, c, m = axis_table(opts, in_w, out_w, scale, roi)
         outer, inner = math.prod(shape[:a]), math.prod(shape[a + 1:])
         plan.append((outer, in_w, out_w, inner, c.shape[1], toff, moff))
