@@ -92,6 +92,11 @@ def Attention(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None,
     if nonpad_kv_seqlen is not None and (nonpad_kv_seqlen.dtype != np.int64
                                          or nonpad_kv_seqlen.shape != (nb,)):
         ctx.fail("nonpad_kv_seqlen must be int64 of shape (batch,)")
+    if attn_mask is not None and attn_mask.rank <= 4:
+        m4 = (1,) * (4 - attn_mask.rank) + tuple(attn_mask.shape)
+        if any(m not in (1, t) for m, t in zip(m4[:3], (nb, hq, sq))):
+            ctx.fail(f"attn_mask {list(attn_mask.shape)} does not broadcast to batch {nb}, "
+                     f"{hq} heads and {sq} query positions")
     want_qk = len(ctx.node.output) > 3 and bool(ctx.node.output[3])
     past = past_key.shape[2] if past_key is not None else 0
     consts = [ctx.lit(past), _scale_sqrt(ctx, scale, d, q.dtype)] + [ctx.lit(a) for a in (
