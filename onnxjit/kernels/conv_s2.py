@@ -23,9 +23,9 @@ from numba import njit, prange
 
 from . import PRANGE_ONLY
 from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
-from .pool import _row_vec, _vevens, _vodds
 from .sgemm import NR, pack_a
-from .simd import has_avx512, vadd, vbcast, vfma, vload, vloadm, vrelu_if, vstore, vstorem, vzero
+from .simd import (has_avx512, row_vec, vadd, vbcast, vevens, vfma, vload, vloadm, vodds,
+                   vrelu_if, vstore, vstorem, vzero)
 from .winograd import _flat_res
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -77,11 +77,11 @@ def _rows(xf, wf, bias, yf, rf, shape, M, OH, OW, kh, kw, pt, pl, act, has_res, 
                     else:
                         base = ((n * C + c) * H + r) * W
                         for kx in range(0, kw, 2):
-                            lo = _row_vec(xf, base, W, col0 + kx, pad0)
-                            hi = _row_vec(xf, base, W, col0 + kx + 16, pad0)
-                            vstore(xin, (k + kx) * 16, _vevens(lo, hi))
+                            lo = row_vec(xf, base, W, col0 + kx, pad0)
+                            hi = row_vec(xf, base, W, col0 + kx + 16, pad0)
+                            vstore(xin, (k + kx) * 16, vevens(lo, hi))
                             if kx + 1 < kw:
-                                vstore(xin, (k + kx + 1) * 16, _vodds(lo, hi))
+                                vstore(xin, (k + kx + 1) * 16, vodds(lo, hi))
                     k += kw
         for mb in range((M + MB - 1) // MB):
             m = mb * MB

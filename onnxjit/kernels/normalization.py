@@ -22,7 +22,7 @@ from .scalar import round_f16
 from .simd import (I32 as _I32, VEC as _VEC, elem_ptr as _elem_ptr, f32x16,
                    lane_mask as _lane_mask, splat as _splat, vadd as _vadd, vload as _vload,
                    vmul as _vmul, vstore as _vstore, vstorem as _vstorem, vsub as _vsub,
-                   vzero as _vzero)
+                   vzero as _vzero, vmax as _vmax, vsplat as _vsplat)
 
 _JIT = dict(cache=True, error_model="numpy")
 _F32_1D = types.Array(types.float32, 1, "C")
@@ -198,25 +198,6 @@ def _vexp_nonpos(typingctx, x):
     def codegen(context, builder, sig, args):
         return _exp_nonpos_ir(builder, args[0])
     return f32x16(f32x16), codegen
-
-
-@intrinsic
-def _vsplat(typingctx, x):
-    """A float32 scalar in all 16 lanes."""
-    if x != types.float32:
-        return None
-
-    def codegen(context, builder, sig, args):
-        return _splat(builder, args[0])
-    return f32x16(types.float32), codegen
-
-
-@intrinsic
-def _vmax(typingctx, a, b):
-    """a > b ? a : b per lane: a NaN in `a` leaves b (so a running maximum ignores NaNs)."""
-    def codegen(context, builder, sig, args):
-        return builder.select(builder.fcmp_ordered(">", args[0], args[1]), args[0], args[1])
-    return f32x16(f32x16, f32x16), codegen
 
 
 @intrinsic

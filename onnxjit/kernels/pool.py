@@ -23,15 +23,13 @@ loops or explicit 16-lane vectors, because LLVM vectorises those and runs per-ro
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
-from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from . import PRANGE_ONLY
 from .conv import _copy_run, as5d, from5d, pads6, put_window, span, tup3
-from .normalization import _vmax, _vsplat
 from .parallel import I0, LRN_PAR_MIN, POOL_PAR_MIN, num_threads, split_range
-from .simd import (F32_1D, I32, VEC, elem_ptr, f32x16, lane_mask, lane_op, splat, vadd, vbcast,
-                   vload, vmul, vstore, vstorem)
+from .simd import (f32x16, lane_op, row_vec, vadd, vbcast, vevens, vload, vmax, vmul, vnext, vodds,
+                   vsplat, vstore, vstorem)
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -437,57 +435,12 @@ def _pool_same(xf, y, in3, k3, p6, d3, is_max, count_include_pad, p0, p1):
 # leaves these stride-2 reads scalar (3-4x slower); the phase-split scheme reads and writes
 # the input twice more, and combining the rows into a buffer first cost a store and a
 # reload of every column (0.8 us per 64x64 plane of a 2x2/2 max pool against 0.57).
-_SHUF_EVEN = ir.Constant(ir.VectorType(I32, 16), list(range(0, 32, 2)))
-_SHUF_ODD = ir.Constant(ir.VectorType(I32, 16), list(range(1, 32, 2)))
-_SHUF_NEXT = ir.Constant(ir.VectorType(I32, 16), list(range(1, 17)))
-
-
-def _shuffle_op(name, mask, doc):
-    """An intrinsic: 16 lanes picked by shuffle `mask` from the 32 of two vectors a, b."""
-    def op(typingctx, a, b):
-        def codegen(context, builder, sig, args):
-            return builder.shuffle_vector(args[0], args[1], mask)
-        return f32x16(f32x16, f32x16), codegen
-    op.__name__ = op.__qualname__ = name
-    op.__doc__ = doc
-    return intrinsic(op)
-
-
-_vevens = _shuffle_op("_vevens", _SHUF_EVEN, "a[0], a[2], ..., a[14], b[0], ..., b[14].")
-_vodds = _shuffle_op("_vodds", _SHUF_ODD, "a[1], a[3], ..., a[15], b[1], ..., b[15].")
-_vnext = _shuffle_op("_vnext", _SHUF_NEXT, "a[1], ..., a[15], b[0]: a shifted by one lane.")
 _vdiv = lane_op("_vdiv", "fdiv", "a / b.")
 
 
 @intrinsic
-def _vload_span(typingctx, a, i, lo, hi, fill):
-    """a[i+k] in the lanes lo <= k < hi, `fill` in the others, which are never read
-    (llvm.masked.load): they may lie outside a, before it as well as past its end."""
-    if a != F32_1D or fill != types.float32:
-        return None
-
-    def codegen(context, builder, sig, args):
-        m = builder.and_(builder.not_(lane_mask(builder, args[2])), lane_mask(builder, args[3]))
-        p = elem_ptr(context, builder, sig.args[0], args[0], args[1])
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(VEC, [VEC.as_pointer(), I32, m.type, VEC]),
-            "llvm.masked.load.v16f32.p0")
-        return builder.call(fn, [builder.bitcast(p, VEC.as_pointer()), I32(4), m,
-                                 splat(builder, args[4])])
-    return f32x16(a, types.intp, types.intp, types.intp, types.float32), codegen
-
-
-@njit(inline="always", **_JIT)
-def _row_vec(xf, row, W, c, pad):
-    """Columns c .. c+15 of the input row starting at xf[row] (width W), `pad` outside it."""
-    if c >= 0 and c + 16 <= W:
-        return vload(xf, row + c)
-    return _vload_span(xf, row + c, max(0, -c), min(16, W - c), pad)
-
-
-@intrinsic
 def _vhasnan(typingctx, a):
-    """Whether any lane of a is NaN (the running max _vmax skips NaNs)."""
+    """Whether any lane of a is NaN (the running max vmax skips NaNs)."""
     def codegen(context, builder, sig, args):
         m = builder.fcmp_unordered("uno", args[0], args[0])
         return builder.icmp_unsigned("!=", builder.bitcast(m, ir.IntType(16)),
@@ -530,7 +483,7 @@ def _rows_pass(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1
                 else:
                     a0, a1 = span(o * s - pb, S, d, k)
                 cnt[ax * OH + o] = a1 - a0
-    padv, zero = _vsplat(pad), _vsplat(np.float32(0.0))
+    padv, zero = vsplat(pad), vsplat(np.float32(0.0))
     for plane in range(p0 * D, p1 * D):
         for oh in range(OH):
             h0 = oh * sh - pt
@@ -544,32 +497,32 @@ def _rows_pass(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1
                 chk = zero   # max: the sum of the loads, NaN if one of them is
                 for r in range(r0, r1):
                     row = (plane * H + h0 + r * dh) * W
-                    a, b = _row_vec(xf, row, W, c, pad), _row_vec(xf, row, W, c + 16, pad)
+                    a, b = row_vec(xf, row, W, c, pad), row_vec(xf, row, W, c + 16, pad)
                     if is_max:
-                        lo, hi = _vmax(lo, a), _vmax(hi, b)
+                        lo, hi = vmax(lo, a), vmax(hi, b)
                         chk = vadd(chk, vadd(a, b))
                     else:
                         lo, hi = vadd(lo, a), vadd(hi, b)
                     if kw == 3:
-                        e = _row_vec(xf, row, W, c + 32, pad)
+                        e = row_vec(xf, row, W, c + 32, pad)
                         if is_max:
-                            nx = _vmax(nx, e)
+                            nx = vmax(nx, e)
                             chk = vadd(chk, e)
                         else:
                             nx = vadd(nx, e)
-                ev, od = _vevens(lo, hi), _vodds(lo, hi)
+                ev, od = vevens(lo, hi), vodds(lo, hi)
                 n = min(16, OW - i)
                 if is_max and _vhasnan(chk):  # (or +inf met the -inf padding): exact path
                     _rows_max_scalar(xf, y, dst, plane, H, W, h0, r0, r1, dh, kw, pl, i, n)
                     continue
                 if is_max:
-                    v = _vmax(ev, od)
+                    v = vmax(ev, od)
                     if kw == 3:
-                        v = _vmax(v, _vnext(ev, nx))
+                        v = vmax(v, vnext(ev, nx))
                 else:
                     v = vadd(ev, od)
                     if kw == 3:
-                        v = vadd(v, _vnext(ev, nx))
+                        v = vadd(v, vnext(ev, nx))
                     v = _vdiv(v, vmul(ch, vload(cnt, OH + i)))
                 if n == 16:
                     vstore(y, dst + i, v)

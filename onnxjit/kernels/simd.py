@@ -20,12 +20,14 @@ Layers: simd (this module) and parallel (threads) sit under the kernels; microke
 """
 
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.core.datamodel import models
 from numba.extending import intrinsic, register_model
 
 LANES = 16  # float32 lanes of the explicit vector type F32x16 (one zmm register)
+
+_JIT = dict(cache=True, error_model="numpy")
 
 
 class F32x16Type(types.Type):
@@ -236,3 +238,74 @@ def vstorem(typingctx, a, i, v, cnt):
         builder.call(fn, [args[2], builder.bitcast(p, VEC.as_pointer()), I32(4), m])
         return context.get_dummy_value()
     return types.void(a, types.intp, f32x16, types.intp), codegen
+
+
+# ----------------------------------------------------------------------------------------
+# lane shuffles, max, splat and padded row loads (pooling, normalization, strided conv)
+# ----------------------------------------------------------------------------------------
+
+
+@intrinsic
+def vsplat(typingctx, x):
+    """A float32 scalar in all 16 lanes."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return splat(builder, args[0])
+    return f32x16(types.float32), codegen
+
+
+@intrinsic
+def vmax(typingctx, a, b):
+    """a > b ? a : b per lane: a NaN in `a` leaves b (so a running maximum ignores NaNs)."""
+    def codegen(context, builder, sig, args):
+        return builder.select(builder.fcmp_ordered(">", args[0], args[1]), args[0], args[1])
+    return f32x16(f32x16, f32x16), codegen
+
+
+_SHUF_EVEN = ir.Constant(ir.VectorType(I32, LANES), list(range(0, 2 * LANES, 2)))
+_SHUF_ODD = ir.Constant(ir.VectorType(I32, LANES), list(range(1, 2 * LANES, 2)))
+_SHUF_NEXT = ir.Constant(ir.VectorType(I32, LANES), list(range(1, LANES + 1)))
+
+
+def shuffle_op(name, mask, doc):
+    """An intrinsic: 16 lanes picked by shuffle `mask` from the 32 of two vectors a, b."""
+    def op(typingctx, a, b):
+        def codegen(context, builder, sig, args):
+            return builder.shuffle_vector(args[0], args[1], mask)
+        return f32x16(f32x16, f32x16), codegen
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    return intrinsic(op)
+
+
+vevens = shuffle_op("vevens", _SHUF_EVEN, "a[0], a[2], ..., a[14], b[0], ..., b[14].")
+vodds = shuffle_op("vodds", _SHUF_ODD, "a[1], a[3], ..., a[15], b[1], ..., b[15].")
+vnext = shuffle_op("vnext", _SHUF_NEXT, "a[1], ..., a[15], b[0]: a shifted by one lane.")
+
+
+@intrinsic
+def vload_span(typingctx, a, i, lo, hi, fill):
+    """a[i+k] in the lanes lo <= k < hi, `fill` in the others, which are never read
+    (llvm.masked.load): they may lie outside a, before it as well as past its end."""
+    if a != F32_1D or fill != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        m = builder.and_(builder.not_(lane_mask(builder, args[2])), lane_mask(builder, args[3]))
+        p = elem_ptr(context, builder, sig.args[0], args[0], args[1])
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(VEC, [VEC.as_pointer(), I32, m.type, VEC]),
+            f"llvm.masked.load.v{LANES}f32.p0")
+        return builder.call(fn, [builder.bitcast(p, VEC.as_pointer()), I32(4), m,
+                                 splat(builder, args[4])])
+    return f32x16(a, types.intp, types.intp, types.intp, types.float32), codegen
+
+
+@njit(inline="always", **_JIT)
+def row_vec(xf, row, W, c, pad):
+    """Columns c .. c+15 of the input row starting at xf[row] (width W), `pad` outside it."""
+    if c >= 0 and c + LANES <= W:
+        return vload(xf, row + c)
+    return vload_span(xf, row + c, max(0, -c), min(LANES, W - c), pad)
