@@ -12,7 +12,6 @@ import time
 import warnings
 
 import numba
-import numpy as np
 from numba.core.compiler_lock import global_compiler_lock
 
 # Re-entrant: importing a module imports the fused kernels it names (load_kernel).

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 
-import onnx
 from onnx import TensorProto
 
 from .errors import ModelError

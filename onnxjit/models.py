@@ -531,7 +531,7 @@ def tiny_stateful(frame=128, hidden=64, blocks=8):
         sub = _Builder(f"{tag}_branch", seed=SEED + len(tag))
         sub._count = b._count + 1000 * len(tag)
         wb = sub.weight("head_w", (hidden, 1), hidden)
-        out = sub.op("Sigmoid", [sub.op("MatMul", [feat, wb])])
+        sub.op("Sigmoid", [sub.op("MatMul", [feat, wb])])
         sub.nodes[-1].output[0] = f"{tag}_y"
         return helper.make_graph(sub.nodes, f"{tag}_branch", [], [_f32(f"{tag}_y", [1, 1])],
                                  initializer=sub.inits)

@@ -52,7 +52,8 @@ def long_model(blocks=16, dims=(1, 2, 6, 6)):
         prev = f"r{i}"
     nodes.append(helper.make_node("Flatten", [prev], ["y"]))
     graph = helper.make_graph(nodes, "long", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (dims[0], int(np.prod(dims[1:]))))])
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                             (dims[0], int(np.prod(dims[1:]))))])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     model.ir_version = 10
     onnx.checker.check_model(model)

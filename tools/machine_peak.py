@@ -140,7 +140,6 @@ def main():
         print(f"qgemm_u8s8 (VNNI) {m}x{k}x{n}          {t * 1e6:8.1f} us  {g:6.1f} GMAC/s    "
               f"{g / (peak / 2 * 4):5.0%} of 4x the FMA peak's MAC rate")
     # Conv: the 3x3 conv path onnxjit picks for a 64-channel 56x56 map, through a one-node model
-    import onnx
     from onnx import helper, numpy_helper, TensorProto
     import onnxjit
     wc = (rng.standard_normal((64, 64, 3, 3)) * 0.05).astype(np.float32)

@@ -41,7 +41,7 @@ def listing(exe):
             module = getattr(fn, "__module__", "?")
             sources.setdefault(ln.kernel_name, f"# library kernel {module}.{ln.kernel_name}")
     lines.append("")
-    for name, text in sources.items():
+    for text in sources.values():
         lines += ["", text.rstrip("\n")]
     return "\n".join(lines) + "\n"
 

@@ -339,7 +339,8 @@ def svm_regressor(x, sv, coef, rho, kind, gamma, coef0, degree, one_class, post)
 @njit(**_JIT)
 def normalizer(x, norm):
     """float32 [N, C] rows of x divided by their MAX (0: the largest value, not magnitude, as
-    ORT; onnx's reference takes the magnitude), L1 (1) or L2 (2) norm, as ORT's Normalizer (a row whose norm is 0 is left as it is)."""
+    ORT; onnx's reference takes the magnitude), L1 (1) or L2 (2) norm, as ORT's Normalizer (a
+    row whose norm is 0 is left as it is)."""
     n, c = x.shape
     z = np.empty((n, c), np.float32)
     for r in range(n):

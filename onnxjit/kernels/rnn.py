@@ -247,12 +247,11 @@ def y_batch_major(y):
 # (a Cephes-style float32 exp: ~2 ulp, sigmoid and tanh from it) in the same kernel, with
 # h and c kept in padded float32 rows. One compiled loop runs every step of a direction.
 from llvmlite import ir as _ir
-from numba import types as _types
 from numba.core import cgutils as _cg
 from numba.extending import intrinsic as _intrinsic
 
 from .sgemm import pack_b, sgemm_packed
-from .simd import (f32x16, has_avx512, vadd as _vadd, vbcast as _vbcast, vfma as _vfma,
+from .simd import (f32x16, vadd as _vadd, vbcast as _vbcast, vfma as _vfma,
                    vload as _vload, vmul as _vmul, vstore as _vstore, vsub as _vsub,
                    vzero as _vzero)
 

@@ -246,7 +246,7 @@ def _bilinear_zero(plane, y, x):
 @njit(**_JIT)
 def _deform_columns(x, offset, mask, n, geo, og, col):
     """col[(c, kh, kw), (i, j)] = mask * x[n, c] sampled at the offset kernel tap."""
-    C, H, W = x.shape[1], x.shape[2], x.shape[3]
+    C = x.shape[1]
     kh, kw, sh, sw, ph, pw, dh, dw = geo
     oh, ow = offset.shape[2], offset.shape[3]
     cpg = C // og

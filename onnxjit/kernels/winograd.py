@@ -16,8 +16,9 @@ Pieces:
     V (alpha^2, C, Tc), alpha^2 GEMMs into Y (alpha^2, M, Tc) (onnxjit's AVX-512 kernels for
     float32 where available, else BLAS), output transform with bias, residual and activation
     fused into the store.  With several Numba threads each phase is split between them
-    (input channels / points / output channels), each thread with its own scratch.  Chunks hold whole tile rows (across images
-    when images are small) and are sized so V and Y stay in L2.
+    (input channels / points / output channels), each thread with its own scratch.  Chunks
+    hold whole tile rows (across images when images are small) and are sized so V and Y stay
+    in L2.
   * ``use_winograd(C, M, H, W, N=1)`` (plain Python): measured crossover -> 0 (keep im2col)
     or the m to use.
 
@@ -202,7 +203,7 @@ def _vertical4(xp, wp, rows, tw, T, halo, ldh):
     one = T.dtype.type(1)
     n = np.uint64(4 * tw)
     uwp, uldt, uldh = np.uint64(wp), np.uint64(_LDT), np.uint64(ldh)
-    u1, u2, u3, u4, u5 = np.uint64(1), np.uint64(2), np.uint64(3), np.uint64(4), np.uint64(5)
+    u2, u3, u4, u5 = np.uint64(2), np.uint64(3), np.uint64(4), np.uint64(5)
     for g in range(np.uint64(rows)):
         r0 = u4 * g * uwp  # first of the 6 input rows of tile row g
         r1, r2, r3, r4, r5 = r0 + uwp, r0 + u2 * uwp, r0 + u3 * uwp, r0 + u4 * uwp, r0 + u5 * uwp
@@ -690,7 +691,6 @@ def conv3x3(x, u, b, pads, act, res):
     N, C, H, W = x.shape
     a2, M = u.shape[0], u.shape[2]
     m = 4 if a2 == 36 else 2
-    alpha = m + 2
     pt, pl, pb, pr = pads
     OH, OW = H + pt + pb - 2, W + pl + pr - 2
     y = np.empty((N, M, max(OH, 0), max(OW, 0)), x.dtype)
