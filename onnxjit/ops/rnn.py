@@ -11,6 +11,7 @@ import numpy as np
 from ..kernels import rnn as K
 from ..ir import NARROW_FLOATS
 from ..registry import register
+from ..target import host
 
 # narrow floats (float16, bfloat16) are held in float32 arrays inside compiled code
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64), *NARROW_FLOATS)
@@ -117,7 +118,7 @@ def _fast(x, w, r, batch, codes, default, clip):
     fused gates) apply: constant weights, small batch, default activations, no clip."""
     return (x.dtype == np.float32 and w.is_const and r.is_const
             and batch <= K.FAST_MAX_BATCH and _clip(clip) == float("inf")
-            and all(tuple(c) == default for c in codes) and K.has_avx512())
+            and all(tuple(c) == default for c in codes) and host().avx512)
 
 
 @register("RNN", since=7)
