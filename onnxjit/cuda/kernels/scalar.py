@@ -4,6 +4,8 @@ lowerings (ops/elementwise.py) write into their expressions, as CUDA device func
 Where onnxjit's CPU helper (kernels/scalar.py) is self-contained, its Python function is compiled
 for the device as is, so both targets share one definition; the rest are written here.
 """
+import math
+
 import numpy as np
 from numba import cuda
 
@@ -56,3 +58,10 @@ def f2u64(x):
 def round_f16(x):
     """x rounded to float16 and held in float32 (the hardware's cvt.rn.f16.f32)."""
     return np.float32(np.float16(x))
+
+
+@_device
+def sigmoid_f32(x):
+    """1 / (1 + exp(-x)) of a float32 (the CPU's polynomial exp is for its vector units; the GPU's
+    expf is one instruction sequence): 0 where exp(-x) overflows, NaN for NaN."""
+    return np.float32(1.0) / (np.float32(1.0) + math.exp(-x))
