@@ -282,3 +282,21 @@ def test_subgraph_nesting_is_bounded(monkeypatch):
         backend.prepare(shallow)
     monkeypatch.delenv("ONNXJIT_MAX_NESTING")
     validate.check_model(shallow)     # within the default limit
+
+
+def test_large_weights_are_checked_without_their_bytes():
+    """Inference runs on a copy whose large initializers are typed inputs (a CNN's weights cost
+    0.4 s of serializing per prepare): their types and shapes are still checked."""
+    def conv(wdtype):
+        w = np.ones((64, 32, 3, 3), wdtype)              # 18,432 elements: a "large" one
+        graph = helper.make_graph(
+            [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "g",
+            [helper.make_tensor_value_info("x", T.FLOAT, [1, 32, 8, 8])],
+            [helper.make_tensor_value_info("y", T.FLOAT, None)],
+            [onnx.numpy_helper.from_array(w, "w")])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    light = validate._without_large_weights(conv(np.float32))
+    assert not light.graph.initializer and "w" in {i.name for i in light.graph.input}
+    validate.check_model(conv(np.float32))
+    with pytest.raises(ModelError, match="Conv node"):
+        validate.check_model(conv(np.float64))    # float64 W on a float32 X
