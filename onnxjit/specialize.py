@@ -249,6 +249,8 @@ class LoweringContext:
         Numba cannot hold). Only a graph output (Identity passes it on) may hold it: a node
         computing from it is refused. `value` must be a fresh Value of this node."""
         self.program.edges[id(value)] = (value, convert)
+        _note_python_edge(self.node.op_type, "its output is converted in Python after the "
+                          "compiled graph (strings, maps or images Numba cannot hold)")
         return value
 
     def python_input(self, value, convert, shape, dtype, tag="codes"):
@@ -256,6 +258,8 @@ class LoweringContext:
         `convert(array)` of the graph input `value` (a string tensor, or a map held in a 0-d
         object array, which Numba cannot hold): e.g. the index of each string in a node's
         key table."""
+        _note_python_edge(self.node.op_type, "its input is converted in Python before the "
+                          "compiled graph (strings or maps Numba cannot hold)")
         if not any(value is v for v in self.program.graph_inputs):
             self.fail(f"the string tensor {value.name!r} is computed inside the graph; onnxjit "
                       "reads string tensors only where they are graph inputs")
@@ -434,3 +438,10 @@ def _resolve(env, name, node):
         raise ModelError(f"node {node.name!r} ({node.op_type}) reads {name!r}, "
                          "which no earlier node, input or initializer defines")
     return env[name]
+
+
+def _note_python_edge(op_type, why):
+    """Count a conversion at the compiled graph's edges where the conformance report counts the
+    staged driver's Python segments (staged.python_segments)."""
+    from . import staged
+    staged.python_segments[(op_type, why)] += 1
