@@ -89,6 +89,21 @@ def test_reduce_ints(op, dtype):
     _check(model, {"x": x}, same_dtype=op != "ReduceSumSquare")
 
 
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceProd", "ReduceMean"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_reduce_of_8_bit_ints_is_refused(op, dtype):
+    """ReduceSum/Prod/Mean's T has no 8-bit integers: prepare refuses the model, naming the node
+    (onnx's typed inference agrees), instead of computing some answer."""
+    import onnx
+    from onnxjit.errors import ModelError
+    x = _data((3, 5), dtype, high=6)
+    model = _model(op, {"x": x}, consts={"axes": np.array([-1], np.int64)}, keepdims=0)
+    with pytest.raises(onnx.shape_inference.InferenceError):
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    with pytest.raises(ModelError, match=op):
+        onnxjit.backend.prepare(model)
+
+
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
                                 "ReduceLogSumExp", "ReduceLogSum", "ReduceL2", "ReduceMean"])
 def test_reduce_empty_axis(op):
