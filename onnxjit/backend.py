@@ -181,6 +181,10 @@ class OnnxJitRep(BackendRep):
         key = tuple((tuple(shape), np.dtype(dtype)) for _, shape, dtype in signature)
         if arrays is not None:
             key += tuple(arrays[i].tobytes() for i in self._value_inputs)
+        # Evict before inserting: threads reading the cache never see more than max_signatures.
+        while self._cache and len(self._cache) >= self.max_signatures and key not in self._cache:
+            _, evicted = self._cache.popitem(last=False)
+            self._fast = {k: c for k, c in self._fast.items() if c is not evicted}
         self._cache[key] = compiled
         self.compile_seconds += compiled.compile_seconds
         self._set_hot(compiled)
@@ -189,9 +193,6 @@ class OnnxJitRep(BackendRep):
                 self.model, signature, values, label,
                 {"profile": self.profiling, "optimize": self.optimize},
                 lambda done: self._promote(key, compiled, done), self.progress))
-        while len(self._cache) > self.max_signatures:
-            _, evicted = self._cache.popitem(last=False)
-            self._fast = {k: c for k, c in self._fast.items() if c is not evicted}
         return compiled
 
     def _set_hot(self, compiled):
