@@ -47,9 +47,18 @@ def prepare_cuda(model, device="CUDA", **kwargs):
     target = target_for(device)
     if not model.HasField("graph"):
         raise ModelError("the model has no graph")
+    # The CPU target's checks (validate.py: types, attributes, axes, limits), before any code is
+    # generated and before the CUDA target's own op coverage: an invalid model onnxjit lowers on
+    # the CPU is refused with the CPU's error (ops onnxjit knows nowhere are refused first, as
+    # there).
+    from ..staged import unsupported_ops
+    from ..validate import check_model
     missing = unsupported(model)
+    if not (missing and unsupported_ops(model)):
+        check_model(model, kwargs.get("max_elements"), kwargs.get("max_nesting"))
     if missing:
         names = ", ".join(f"{d}::{op} (opset {v})" for d, op, v in missing)
         raise UnsupportedOpError(f"the CUDA target cannot lower: {names}", missing)
     return CudaRep(model, device, target, kwargs.get("max_signatures", 32),
-                   graphs=kwargs.get("cuda_graphs"), lazy=bool(kwargs.get("lazy", False)))
+                   graphs=kwargs.get("cuda_graphs"), lazy=bool(kwargs.get("lazy", False)),
+                   max_elements=kwargs.get("max_elements"))

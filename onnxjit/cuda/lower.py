@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import registry
+from .. import registry, validate
 from ..errors import LoweringError, ModelError, UnsupportedOpError
 from ..ir import BIT_TYPES, NARROW_FLOATS, const_value, initializers
 from ..specialize import (NONDETERMINISTIC, LoweringContext, Program, _check_attributes,
@@ -71,6 +71,7 @@ def specialize_cuda(model, input_values):
         opset = model_opsets.get(node.domain or "", model_opsets.get("ai.onnx"))
         inputs = [_resolve(env, name, node) for name in node.input]
         outs = lower_node(program, node, inputs, opset, model_opsets)
+        validate.check_outputs(node, outs)     # the element limit, as specialize.walk
         for name, value in zip(node.output, outs):
             if name:
                 env[name] = value
@@ -87,6 +88,7 @@ def lower_node(program, node, inputs, opset, model_opsets):
     """The node's output Values: folded when its inputs are constant, else lowered for CUDA."""
     from ..ir import attributes
     attrs = attributes(node)
+    validate.check_fold(node, inputs, model_opsets)   # before folding or lowering allocates
     if all(v is None or v.is_const for v in inputs) and node.op_type not in NONDETERMINISTIC:
         folded = fold_node(node, inputs, model_opsets)
         if folded is not None:

@@ -12,6 +12,7 @@ from onnx.backend.base import BackendRep, namedtupledict
 from ..errors import InputError, NeedsInputValue
 from ..ir import Value, input_specs
 from ..plan import plan
+from ..validate import _current_limit as element_limit
 from . import launch as _launch
 from .lower import specialize_cuda
 from .runtime import Executable, check_errors, describe
@@ -27,10 +28,12 @@ class CudaRep(BackendRep):
     the next run overwrites (see cuda/runtime.py for the synchronization rules).
     """
 
-    def __init__(self, model, device, target, max_signatures=32, graphs=None, lazy=False):
+    def __init__(self, model, device, target, max_signatures=32, graphs=None, lazy=False,
+                 max_elements=None):
         from numba import cuda
         self.model, self.device, self.target = model, device, target
         self.max_signatures = max_signatures
+        self.max_elements = max_elements   # validate.py's element limit (None: the environment's)
         self.graphs = (os.environ.get("ONNXJIT_CUDA_GRAPHS", "1") != "0" if graphs is None
                        else bool(graphs))
         with cuda.gpus[target.index]:
@@ -133,6 +136,7 @@ class CudaRep(BackendRep):
             consts = {i: _host(arrays[i]) for i in self._value_inputs} if arrays else {}
             values = [Value(tuple(shape), dtype, const=consts.get(i), name=s.name)
                       for i, (s, (shape, dtype)) in enumerate(zip(self.inputs, key))]
+            limit = element_limit.set(self.max_elements)
             try:
                 program = specialize_cuda(self.model, values)
                 break
@@ -144,6 +148,8 @@ class CudaRep(BackendRep):
                 if arrays is None:
                     return None
                 key = self._key(arrays)[0]
+            finally:
+                element_limit.reset(limit)
         kernels = plan(program)
         launches, aliases = _launch.build(kernels, self.target)
         exe = Executable(program, launches, aliases, self.target, self.stream, self._error_flag,
@@ -217,7 +223,8 @@ class CudaRep(BackendRep):
     def __getstate__(self):
         """What a copy is rebuilt from: device buffers, kernels and graphs stay behind."""
         return {"model": self.model.SerializeToString(), "device": self.device,
-                "max_signatures": self.max_signatures, "graphs": self.graphs}
+                "max_signatures": self.max_signatures, "graphs": self.graphs,
+                "max_elements": self.max_elements}
 
     def __reduce__(self):
         # The copy compiles on its first run (kernels load from Numba's disk cache).
@@ -229,7 +236,7 @@ def _unpickle_cuda_rep(state):
     from . import prepare_cuda
     return prepare_cuda(onnx.ModelProto.FromString(state["model"]), state["device"],
                         max_signatures=state["max_signatures"], cuda_graphs=state["graphs"],
-                        lazy=True)
+                        lazy=True, max_elements=state.get("max_elements"))
 
 
 def _context_probe(target):
