@@ -358,15 +358,18 @@ def load_cached(dispatcher, signature):
         return True
 
 
-def _guard_numba_cache():
+def guard_numba_cache(caching=None):
     """Make Numba's disk cache survive damaged files. Numba raises from deep inside its cache, on
     every later run, when an index (.nbi) or data file (.nbc) is truncated or corrupted (a full
     disk, a crash while a cache was copied): an unreadable index counts as empty and an
     unreadable entry as missing, so the function compiles again and its next save replaces the
     file; a save that cannot write (a read-only cache) leaves the machine code in memory only.
-    Installed once per process on Numba's cache classes (every cached function benefits)."""
-    from numba.core import caching
-    if getattr(caching.Cache, "_onnxjit_guarded", False):
+    Installed once per process on Numba's cache classes (every cached function benefits);
+    `caching` is the module holding them (numba.core.caching, or numba-cuda's own copy,
+    numba.cuda.core.caching, which cuda/__init__ guards)."""
+    if caching is None:
+        from numba.core import caching
+    if caching.Cache.__dict__.get("_onnxjit_guarded", False):
         return
     load_index = caching.IndexDataCacheFile._load_index
     load_overload = caching.Cache.load_overload
@@ -401,7 +404,7 @@ def _guard_numba_cache():
     caching.Cache._onnxjit_guarded = True
 
 
-_guard_numba_cache()
+guard_numba_cache()
 
 
 def _omitted(dispatcher, given):

@@ -24,6 +24,20 @@ if not hasattr(_np, "row_stack"):
     _np.row_stack = _np.vstack
 
 
+def _guard_cuda_cache():
+    """numba-cuda keeps its own copy of Numba's cache classes (numba.cuda.core.caching): the
+    CPU target's guard against damaged or unwritable cache files goes on them too."""
+    try:
+        from numba.cuda.core import caching
+    except ImportError:      # an older numba-cuda: CUDA kernels use numba.core.caching
+        return
+    from ..compile import guard_numba_cache
+    guard_numba_cache(caching)
+
+
+_guard_cuda_cache()
+
+
 def is_cuda_device(device):
     """True for "CUDA" and "CUDA:<n>"."""
     return device_index(device) is not None

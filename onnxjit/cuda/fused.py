@@ -97,14 +97,38 @@ def _body(buf, kernel, views, dims):
 
 def load_kernel_file(name, text):
     """Write `text` to `<cache>/cuda/<name>.py` unless there already, import it, and return
-    the function `name` (the file is a real module: tracebacks and Numba's cache find it)."""
-    folder = os.path.join(_compile.cache_dir(), "cuda")
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"{name}.py")
-    module = f"onnxjit_cuda_{name}"
+    the function `name` (the file is a real module: tracebacks and Numba's cache find it).
+
+    A cache dir that cannot be written (read-only, full) leaves the file in this process's
+    fallback folder (compile.fallback_cache_dir, with a CacheWarning), as on the CPU target; a
+    damaged file is rewritten (its text differs), a damaged bytecode file dropped
+    (compile._import), and damaged Numba cache files count as missing (compile.guard_numba_cache,
+    installed on numba-cuda's cache by cuda/__init__)."""
     import sys
+    module = f"onnxjit_cuda_{name}"
     with _compile._IMPORT_LOCK:
         if module not in sys.modules:
-            _compile._write_once(path, text)
-            _compile._import(module, path)
+            folder = os.path.join(_compile.cache_dir(), "cuda")
+            try:
+                path = _write_kernel(folder, name, text)
+            except OSError as exc:
+                fallback = _compile.fallback_cache_dir(folder, exc)
+                path = _write_kernel(os.path.join(fallback, "cuda"), name, text)
+            try:
+                _compile._import(module, path)
+            except RuntimeError as exc:
+                # Numba finds nowhere to keep the kernel's machine code beside a read-only file
+                # ("cannot cache function ...: no locator available"): import it from the
+                # fallback folder, where the file and its cache can be written.
+                if "cannot cache function" not in str(exc):
+                    raise
+                fallback = _compile.fallback_cache_dir(folder, exc)
+                _compile._import(module, _write_kernel(os.path.join(fallback, "cuda"), name, text))
     return getattr(sys.modules[module], name)
+
+
+def _write_kernel(folder, name, text):
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{name}.py")
+    _compile._write_once(path, text)
+    return path
