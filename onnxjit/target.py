@@ -1,8 +1,9 @@
 """The target description: what the generated code runs on, decided once and read everywhere.
 
 ``host()`` describes the CPU that Numba generates code for (``NUMBA_CPU_NAME`` /
-``NUMBA_CPU_FEATURES`` respected, so ``NUMBA_CPU_NAME=haswell`` on an AVX-512 machine gives the
-AVX2 target), the CUDA back end uses ``Target("cuda", ...)``. Lowerings choose kernels and kernel
+``NUMBA_CPU_FEATURES`` respected: ``NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES=<AVX2_FEATURES>`` on an
+AVX-512 machine gives the AVX2 target; the CPU name alone does not, Numba then passes the host's
+features to LLVM), the CUDA back end uses ``Target("cuda", ...)``. Lowerings choose kernels and kernel
 variants (pooling scheme, Winograd, explicit-vector kernels or BLAS) from it, so that each
 library call compiles only the variant it runs: Numba relinks and re-optimizes every callee at
 each njit level, and an entry that kept every variant behind a runtime branch paid for all of
@@ -32,29 +33,20 @@ class Target:
 
 
 def _cpu_features():
-    """The feature set Numba compiles for: explicit NUMBA_CPU_FEATURES, else none for an
-    explicit (portable) NUMBA_CPU_NAME, else the host's."""
+    """The feature set Numba compiles for. Numba passes NUMBA_CPU_FEATURES to LLVM when it is set
+    (empty for NUMBA_CPU_NAME=generic), else the host's features, whatever NUMBA_CPU_NAME says:
+    NUMBA_CPU_NAME=haswell alone on an AVX-512 host still lets LLVM use zmm registers. The AVX2
+    path is ``NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES=`` + AVX2_FEATURES."""
     from numba.core import config
     if config.CPU_FEATURES is not None:
         return {f[1:] for f in config.CPU_FEATURES.split(",") if f.startswith("+")}
-    if config.CPU_NAME not in (None, "host"):
-        return _named_cpu_features(config.CPU_NAME)
     import llvmlite.binding as ll
     return {k for k, v in ll.get_host_cpu_features().items() if v}
 
 
-def _named_cpu_features(name):
-    """Features an explicit CPU name implies (the ones kernel choice looks at)."""
-    name = name.lower()
-    avx512 = ("skylake-avx512", "cascadelake", "cooperlake", "icelake-client", "icelake-server",
-              "tigerlake", "sapphirerapids", "znver4", "znver5", "x86-64-v4", "graniterapids")
-    avx2 = ("haswell", "broadwell", "skylake", "alderlake", "raptorlake", "znver1", "znver2",
-            "znver3", "x86-64-v3")
-    if name in avx512:
-        return {"avx512f", "avx2", "fma"}
-    if name in avx2:
-        return {"avx2", "fma"}
-    return set()
+# Haswell's feature set (no AVX-512): with NUMBA_CPU_NAME=haswell, the code an AVX2 laptop runs.
+AVX2_FEATURES = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+f16c,+fma,+fsgsbase,+lzcnt,+mmx,"
+                 "+movbe,+popcnt,+sse,+sse2,+sse3,+sse4.1,+sse4.2,+ssse3,+xsave")
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,62 @@
+"""The target description (onnxjit/target.py) and the machine code it leads to.
+
+CI runs this file twice: as is (this VM: AVX-512) and with NUMBA_CPU_NAME=haswell (the AVX2
+path most laptops take). Each run checks that the target onnxjit reads is the one Numba
+generates code for, and that a compiled graph's loops use that target's registers and no wider.
+"""
+import re
+
+import numpy as np
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+import onnxjit
+from onnxjit import target
+from onnxjit.kernels import simd
+
+
+def test_host_target_follows_what_numba_compiles_for():
+    """onnxjit's target is the ISA of the features Numba hands LLVM (NUMBA_CPU_FEATURES, '' for
+    NUMBA_CPU_NAME=generic, else the host's)."""
+    from numba.core import config
+    from numba.core.codegen import JITCPUCodegen
+    features = JITCPUCodegen._get_host_cpu_features(None)
+    t = target.host()
+    if "+avx512f" in features.split(","):
+        assert (t.isa, t.vector_bits, t.f32_lanes) == ("avx512", 512, 16)
+    elif "+avx2" in features.split(","):
+        assert (t.isa, t.vector_bits, t.f32_lanes) == ("avx2", 256, 8)
+    else:
+        assert (t.isa, t.vector_bits) == ("generic", 128)
+    assert t.avx512 == simd.has_avx512()
+    if (config.CPU_NAME or "").lower() == "generic":
+        assert t.isa == "generic"
+
+
+def _elementwise_model(n):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])
+    nodes = [helper.make_node("Mul", ["x", "x"], ["t"]), helper.make_node("Add", ["t", "x"], ["y"])]
+    return helper.make_model(helper.make_graph(nodes, "fma_chain", [x], [y]),
+                             opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_compiled_loops_use_the_target_registers_and_no_wider():
+    """The fused Mul+Add loop vectorizes to the target's width: zmm on AVX-512, ymm (never zmm)
+    on AVX2, xmm only on the generic target."""
+    from numba.core.registry import CPUDispatcher
+    model = _elementwise_model(4096)
+    x = np.linspace(-3, 3, 4096, dtype=np.float32)
+    rep = onnxjit.prepare(model)
+    np.testing.assert_allclose(rep.run([x])[0], ReferenceEvaluator(model).run(None, {"x": x})[0],
+                               rtol=1e-5, atol=1e-6)   # contract: one FMA
+    compiled = next(iter(rep._cache.values()))
+    functions = [f for f in vars(compiled.module).values()
+                 if isinstance(f, CPUDispatcher) and f.signatures]
+    asm = "\n".join(text for f in functions for text in f.inspect_asm().values())
+    assert asm, "no compiled function of the graph found"
+    isa = target.host().isa
+    vector = re.findall(r"\bv?(?:fmadd\w*|mulps|addps)\s+%([xyz])mm", asm)
+    assert vector, "the fused loop did not vectorize"
+    widest = max(vector, key="xyz".index)
+    assert widest == {"avx512": "z", "avx2": "y", "generic": "x"}[isa], (isa, sorted(set(vector)))
