@@ -76,12 +76,20 @@ def _kernel_files(cache):
 
 # -- damaged generated files ----------------------------------------------------------------------
 DAMAGE = {
-    "kernel-truncated": lambda c: [_faults._truncate(p) for p in _kernel_files(c)],
-    "kernel-garbled": lambda c: [_faults._garble(p) for p in _kernel_files(c)],
-    "kernel-emptied": lambda c: [open(p, "w").close() for p in _kernel_files(c)],
-    "bytecode-garbled": lambda c: [_faults._bytecode_body(p)
-                                   for p in _faults._files(os.path.join(c, "cuda"), ".pyc")],
+    "kernel-truncated": lambda c, n: [_faults._truncate(p) for p in _kernel_files(c)],
+    "kernel-garbled": lambda c, n: [_faults._garble(p) for p in _kernel_files(c)],
+    "kernel-emptied": lambda c, n: [open(p, "w").close() for p in _kernel_files(c)],
+    "bytecode-garbled": lambda c, n: [_faults._bytecode_body(p)
+                                      for p in _faults._files(os.path.join(c, "cuda"), ".pyc")],
 }
+if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+    # On a GPU numba-cuda writes the kernel's machine code to NUMBA_CACHE_DIR: damage that too.
+    DAMAGE.update({
+        "numba-cuda-index-truncated": lambda c, n: [_faults._truncate(p) for p in _faults._files(n, ".nbi")],
+        "numba-cuda-index-garbled": lambda c, n: [_faults._garble(p) for p in _faults._files(n, ".nbi")],
+        "numba-cuda-data-truncated": lambda c, n: [_faults._truncate(p) for p in _faults._files(n, ".nbc")],
+        "numba-cuda-data-garbled": lambda c, n: [_faults._garble(p) for p in _faults._files(n, ".nbc")],
+    })
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
@@ -92,12 +100,12 @@ def test_cuda_cache_damaged_kernel_file(caches, damage):
     first = _child(env)
     assert first["ok"] and first["kernels"] and not first["warnings"], first
     assert all(k.startswith(str(caches[0])) for k in first["kernels"]), first
-    DAMAGE[damage](caches[0])
+    DAMAGE[damage](*caches)
     damaged = _child(env)
     assert damaged["ok"], damaged
     assert damaged["kernels"] == first["kernels"], damaged      # rewritten in place
-    if damage.startswith("bytecode"):
-        assert any("bytecode" in w for w in damaged["warnings"]), damaged
+    if damage.startswith("bytecode") or damage.startswith("numba"):
+        assert damaged["warnings"], damaged                     # said what it recompiled
     repaired = _child(env)
     assert repaired["ok"] and not repaired["warnings"], repaired
 
