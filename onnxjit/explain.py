@@ -1,13 +1,13 @@
-"""Inspection: what the compiler made of a model, as a table, as HTML for Jupyter, and on the CLI.
+"""Inspection: what the compiler made of a model, as a table and as HTML for Jupyter.
 
 `explain(rep)` lists the kernels of one compiled signature (source nodes, outputs, compiled or not,
-time per call when profiled); `to_html(rep)` is the rich Jupyter view; `show_main(argv)` is
-`onnxjit show MODEL.onnx`. Everything taken from the model is untrusted: HTML escapes it, plain text
-escapes control characters (a node name must not drive the terminal).
+time per call when profiled); `to_html(rep)` is the rich Jupyter view. The CLI, `onnxjit show
+MODEL.onnx`, is onnxjit/tools/show.py (`onnxjit.explain.show_main` still names it). Everything
+taken from the model is untrusted: HTML escapes it, plain text escapes control characters (a node
+name must not drive the terminal).
 """
 from __future__ import annotations
 
-import argparse
 import html
 import sys
 
@@ -243,74 +243,15 @@ def count_nodes(graph):
     return total
 
 
-# -- CLI: onnxjit show ---------------------------------------------------------------------------
-def show_main(argv=None):
-    """`onnxjit show MODEL.onnx [--dim N=V] [--profile]`: print the fusion plan and generated source."""
-    args = _show_parser().parse_args(argv)
-    from .backend import prepare
-    from .bench import parse_dims
-    from .errors import OnnxJitError
-    try:
-        dims = parse_dims(args.dim)
-        rep = prepare(args.model, profile=args.profile, tiered=False)
-        _run_for_show(rep, dims, args.runs)
-        compiled = rep.compiled()
-    except (OnnxJitError, ValueError, LookupError) as exc:
-        print(f"onnxjit show: {plain(exc)}", file=sys.stderr)
-        return 1
-    print(summary_text(rep, compiled))
-    print()
-    print(format_table(explain(rep), width=args.width))
-    if not args.no_source:
-        print()
-        print(compiled.source)
-    return 0
+def __getattr__(name):
+    """`onnxjit.explain.show_main` (the CLI, now onnxjit/tools/show.py), imported on first use so
+    that the library never imports the tooling."""
+    if name == "show_main":
+        from .tools.show import show_main
+        return show_main
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _show_parser():
-    p = argparse.ArgumentParser(prog="onnxjit show", description="print the fusion plan and "
-                                "generated source of an ONNX model")
-    p.add_argument("model", help="an .onnx file")
-    p.add_argument("--dim", action="append", default=[], metavar="N=V",
-                   help="value of a symbolic input dimension (repeatable; unnamed dims are 1)")
-    p.add_argument("--profile", action="store_true", help="time each kernel over --runs calls")
-    p.add_argument("--runs", type=int, default=20, help="calls to time with --profile")
-    p.add_argument("--width", type=int, default=60, help="widest cell of the plan table")
-    p.add_argument("--no-source", action="store_true", help="print the plan only")
-    return p
-
-
-def _run_for_show(rep, dims, runs):
-    """Compile for random inputs, then time `runs` calls when profiling (the first call, which pays
-    one-time costs, is left out). Random data may make a run fail once compiled: then warn."""
-    if rep.signatures() and not rep.profiling and not dims:
-        return
-    from .__main__ import random_inputs
-    inputs = random_inputs(rep, dims)
-    try:
-        rep.run(inputs)
-        if rep.profiling:
-            rep.compiled().profile.clear()
-            for _ in range(runs):
-                rep.run(inputs)
-    except Exception as exc:
-        if not rep.signatures():
-            raise
-        print(f"warning: running on random inputs failed ({plain(exc)}); "
-              f"showing the compiled plan anyway", file=sys.stderr)
-
-
-def summary_text(rep, compiled):
-    """A few lines: model, opsets, node count, signature, compile time, cache."""
-    model, graph = rep.model, rep.model.graph
-    opsets = ", ".join(f"{e.domain or 'ai.onnx'} {e.version}" for e in model.opset_import)
-    return "\n".join([
-        f"model: {plain(graph.name or '(unnamed)')}  opsets: {plain(opsets)}  "
-        f"nodes: {count_nodes(graph)}",
-        f"signature: {plain(signature_text(compiled.signature))}",
-        f"kernels: {len(compiled.kernels)}  compile: {compiled.compile_seconds:.3f} s  "
-        f"module: {compiled.path}"])
-
-
-if __name__ == "__main__":
-    sys.exit(show_main())
+if __name__ == "__main__":     # python -m onnxjit.explain MODEL.onnx: the same as `onnxjit show`
+    from onnxjit.tools.show import show_main as _show_main
+    sys.exit(_show_main())

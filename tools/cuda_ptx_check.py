@@ -84,7 +84,7 @@ def main(argv):
     import onnx
     import numba.cuda.dispatcher as dispatcher
     dispatcher.get_current_device = _NoDevice
-    from onnxjit import models
+    from onnxjit.tools import models
     if argv == ["--slice"]:        # the backend-suite slice of tests/cuda
         sys.path.insert(0, "tests/cuda")
         from test_cuda_backend_slice import slice_names

@@ -13,7 +13,7 @@ import numpy as np
 from numba import cuda
 
 import onnxjit.backend as backend
-from onnxjit import models
+from onnxjit.tools import models
 
 for name in ["one_node", "transformer_block"]:
     m = models.BUILDERS[name]()

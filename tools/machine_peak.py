@@ -12,7 +12,7 @@ import time
 import numpy as np
 from numba import njit
 
-from onnxjit.bench import limit_threads
+from onnxjit.tools.bench import limit_threads
 try:                                   # the shared intrinsics (kernels/simd.py)
     from onnxjit.kernels.simd import (vadd as _vadd, vbcast as _vbcast, vfma as _vfma,
                                       vload as _vload, vstore as _vstore, vzero as _vzero)

@@ -36,6 +36,8 @@ import time
 
 import numpy as np
 
+from ..inputs import model_inputs, parse_dims  # noqa: F401  (bench.model_inputs, bench.parse_dims)
+
 ATOL, RTOL = 1e-4, 1e-3          # mismatch: |jit - ort| > ATOL * scale + RTOL * |ort|, scale = max|ort|
 WARMUP = 3
 BUDGET_S = 2.0                   # time spent timing each model when --repeat is not given
@@ -97,36 +99,6 @@ def _limit_openblas_ctypes(n):
                 getattr(lib, name)(ctypes.c_int(n))
                 count += 1
     return f"openblas via ctypes ({count} libraries)"
-
-
-# -- inputs -------------------------------------------------------------------------------------
-def parse_dims(items):
-    """['N=4', 'seq=128'] -> {'N': 4, 'seq': 128}."""
-    dims = {}
-    for item in items or ():
-        name, sep, value = item.partition("=")
-        if not sep or not name or not value.strip().isdigit():
-            raise ValueError(f"--dim expects NAME=VALUE with an integer value, got {item!r}")
-        dims[name.strip()] = int(value)
-    return dims
-
-
-def model_inputs(model, dims=None, seed=0):
-    """{name: random array} of the model's declared input shapes (symbolic dims: `dims`, else 1)."""
-    from .ir import input_specs
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for spec in input_specs(model.graph, {t.name for t in model.graph.initializer}):
-        shape = [d if isinstance(d, int) else (dims or {}).get(d, 1) for d in (spec.dims or ())]
-        dtype = spec.dtype or np.dtype(np.float32)
-        if dtype.kind == "f":
-            value = rng.standard_normal(shape).astype(dtype)
-        elif dtype == np.bool_:
-            value = rng.random(shape) < 0.5
-        else:
-            value = rng.integers(0, 10, shape).astype(dtype)
-        feeds[spec.name] = np.asarray(value)     # a 0-d array, not a numpy scalar, for shape []
-    return feeds
 
 
 # -- statistics ---------------------------------------------------------------------------------
@@ -418,8 +390,8 @@ def bench_model(name, model, options, baseline, progress):
 
 def _jit_cold(row, model, inputs, work, progress):
     """onnxjit prepare + first run in a fresh cache dir; (rep, outputs) or (None, None)."""
-    from . import backend
-    from .errors import UnsupportedOpError
+    from .. import backend
+    from ..errors import UnsupportedOpError
     saved = os.environ.get("ONNXJIT_CACHE_DIR")
     os.environ["ONNXJIT_CACHE_DIR"] = os.path.join(work, "cache")   # read when compiling
     try:
@@ -454,7 +426,7 @@ def _jit_warm(row, model, path, work, options, progress):
         onnx.save(model, path)
     spec = json.dumps({"path": os.fspath(path), "dims": options.dims, "threads": options.threads})
     env = dict(os.environ, ONNXJIT_CACHE_DIR=os.path.join(work, "cache"))
-    code = "import sys, onnxjit.bench as b; sys.exit(b.warm_child(sys.argv[1]))"
+    code = "import sys, onnxjit.tools.bench as b; sys.exit(b.warm_child(sys.argv[1]))"
     with progress.step("onnxjit warm prepare (new process, disk cache)"):
         start = time.perf_counter()
         proc = subprocess.run([sys.executable, "-c", code, spec], env=env, capture_output=True,
@@ -473,7 +445,7 @@ def warm_child(spec_json):
     """Child process of `_jit_warm`: prepare + first run, print the timings as JSON."""
     import onnx
 
-    from . import backend
+    from .. import backend
     spec = json.loads(spec_json)
     limit_threads(spec["threads"])
     model = onnx.load(spec["path"])
@@ -602,7 +574,7 @@ def make_report(rows, argv, threads, thread_setup, baseline):
     import numba
     import onnx
 
-    from . import __version__
+    from .. import __version__
     return {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "command": "onnxjit bench " + " ".join(argv), "machine": machine_info(),
             "versions": {"onnxjit": __version__, "numba": numba.__version__,
@@ -659,7 +631,7 @@ def write_png(path, rows, title):
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="onnxjit bench", description=__doc__.splitlines()[0])
     p.add_argument("models", nargs="*", metavar="MODEL.onnx",
-                   help="models to measure (default: the built-in suite, see onnxjit.models)")
+                   help="models to measure (default: the built-in suite, see onnxjit.tools.models)")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                    help="value of a symbolic input dimension (default 1); repeatable")
     p.add_argument("--threads", type=int, default=1,
@@ -704,8 +676,8 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     device = next((a.split("=", 1)[1] if "=" in a else argv[i + 1] for i, a in enumerate(argv)
                    if a.split("=")[0] == "--device" and ("=" in a or i + 1 < len(argv))), "CPU")
-    if device.upper().startswith("CUDA"):   # the GPU benchmark (onnxjit/cuda/bench.py)
-        from .cuda.bench import main as cuda_bench
+    if device.upper().startswith("CUDA"):   # the GPU benchmark (onnxjit/tools/cuda_bench.py)
+        from .cuda_bench import main as cuda_bench
         return cuda_bench(argv)
     argv = [a for i, a in enumerate(argv) if not (a.startswith("--device") or
                                                   (i and argv[i - 1] == "--device"))]

@@ -1,5 +1,6 @@
 """Command line: `onnxjit demo [MODEL.onnx]`, `onnxjit bench [MODEL.onnx ...]`,
-`onnxjit show MODEL.onnx`, `onnxjit conformance ...` (also as `python -m onnxjit ...`)."""
+`onnxjit show MODEL.onnx`, `onnxjit warmup`, `onnxjit conformance ...` (also as
+`python -m onnxjit ...`, through the shim onnxjit/__main__.py)."""
 from __future__ import annotations
 
 import argparse
@@ -10,28 +11,14 @@ import time
 
 import numpy as np
 
+from ..inputs import random_inputs
+
 
 def default_model():
     """(label, ModelProto): the light ResNet-50 that ships inside the onnx package, with seeded
     random weights (the shipped ones are all 0.02, which makes every output 0.001)."""
     from .models import light_model
     return "light ResNet-50 (onnx package; seeded random weights)", light_model("light_resnet50")
-
-
-def random_inputs(rep, dims=None, seed=0):
-    """Random arrays of the model's declared input shapes (symbolic dims from `dims`, else 1)."""
-    rng = np.random.default_rng(seed)
-    arrays = []
-    for spec in rep.inputs:
-        shape = [d if isinstance(d, int) else (dims or {}).get(d, 1) for d in (spec.dims or ())]
-        dtype = spec.dtype or np.dtype(np.float32)
-        if dtype.kind == "f":
-            arrays.append(rng.standard_normal(shape).astype(dtype))
-        elif dtype == np.bool_:
-            arrays.append(rng.random(shape) < 0.5)
-        else:
-            arrays.append(rng.integers(0, 10, shape).astype(dtype))
-    return arrays
 
 
 def time_calls(fn, repeat=30, warmup=3):
@@ -108,7 +95,7 @@ class ProgressBar:
         self.start = time.perf_counter()
 
     def __call__(self, done, total, name):
-        from .tiers import kernel_label
+        from ..tiers import kernel_label
         elapsed = time.perf_counter() - self.start
         if not name:
             text = f"{self.what}: {total} of {total} done"
@@ -136,8 +123,8 @@ def warmup(args):
 
     import onnx
 
-    from .ir import input_specs
-    from .tiers import remove_job, run_worker, write_job
+    from ..ir import input_specs
+    from ..tiers import remove_job, run_worker, write_job
     if args.models:
         models = [(path, onnx.load(path)) for path in args.models]
     else:
@@ -195,7 +182,7 @@ def main(argv=None):
         from .bench import main as bench_main
         return bench_main(rest)
     if args.command == "show":
-        from .explain import show_main
+        from .show import show_main
         return show_main(rest)
     return args.func(args)
 

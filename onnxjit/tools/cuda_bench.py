@@ -35,7 +35,7 @@ def parse_args(argv):
 
 def gpu_missing(device):
     """None when `device` is a real GPU here, else why not."""
-    from .target import available, simulator
+    from ..cuda.target import available, simulator
     try:
         import numba.cuda  # noqa: F401
     except ImportError:
@@ -53,13 +53,13 @@ def main(argv=None):
     if why:
         print(f"onnxjit bench --device {args.device}: no GPU ({why}); nothing to measure")
         return 0
-    from .. import models
+    from . import models
     suite = [(name, build()) for name, build in models.BUILDERS.items()]
     if args.only:
         suite = [(n, m) for n, m in suite if re.search(args.only, n)]
     torch = _torch()
     rows, start = [], time.monotonic()
-    from . import unsupported
+    from ..cuda import unsupported
     for name, model in suite:
         missing = unsupported(model)
         if missing:     # e.g. the tree ensembles: no CUDA lowering yet

@@ -1,0 +1,10 @@
+"""`python -m onnxjit ...`: the command line, onnxjit/tools/cli.py (imported as onnxjit.__main__,
+this module is that one: old imports such as `from onnxjit.__main__ import main` keep working)."""
+import sys
+
+from onnxjit.tools import cli as _cli
+
+if __name__ == "__main__":
+    sys.exit(_cli.main())
+else:
+    sys.modules[__name__] = _cli
