@@ -1,4 +1,6 @@
-"""Small model builders shared by the tests."""
+"""The tests' shared harness: one-node model builders (node_model, model_of, one_node), the
+checker against onnx's ReferenceEvaluator with per-dtype tolerances (check_reference,
+assert_outputs_match, TOLERANCES), and a Numba disk-cache probe."""
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
@@ -60,24 +62,63 @@ def model_of(op, inputs, consts=None, attrs=None, opset=21, n_out=1):
     return model, feeds
 
 
-def check_reference(model, feeds, atol=0.0):
-    """onnxjit's outputs equal onnx's ReferenceEvaluator's: dtype, shape and values (floats to
-    rtol 1e-5 / 1e-12 for float32 / float64 plus `atol`; everything else exactly)."""
+# (rtol, atol) per output dtype for check_reference / assert_outputs_match; every other dtype
+# (integers, bool, strings) compares exactly. float16's rtol is about its machine epsilon.
+TOLERANCES = {
+    np.dtype(np.float16): (1e-3, 1e-4),
+    np.dtype(np.float32): (1e-5, 1e-6),
+    np.dtype(np.float64): (1e-12, 1e-13),
+    np.dtype(np.complex64): (1e-5, 1e-6),
+    np.dtype(np.complex128): (1e-12, 1e-13),
+}
+
+
+def one_node(op, inputs, n_out=1, opset=21, consts=None, domain="", **attrs):
+    """A one-node model by input names: `inputs` {name: array} are graph inputs, then `consts`
+    {name: array} initializers, in that order on the node; an input named "" or starting with
+    "_skip" is a left-out optional input. Outputs y0, y1, ... have no declared type."""
+    consts = consts or {}
+    names = [("" if k.startswith("_skip") else k) for k in list(inputs) + list(consts)]
+    outs = [f"y{i}" for i in range(n_out)]
+    node = helper.make_node(op, names, outs, domain=domain or None, **attrs)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for k, v in inputs.items() if k and not k.startswith("_skip")],
+        [helper.make_tensor_value_info(o, 0, None) for o in outs],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_model(graph, opset_imports=opsets)
+
+
+def assert_outputs_match(got, expected, rtol=None, atol=None, same_dtype=True):
+    """Outputs equal in number, dtype (unless not same_dtype), shape and values: floats and
+    complex within TOLERANCES of the expected dtype (rtol / atol override it), the rest exactly."""
+    assert len(got) == len(expected), (len(got), len(expected))
+    for i, (g, e) in enumerate(zip(got, expected)):
+        g, e = np.asarray(g), np.asarray(e)
+        assert g.shape == e.shape, (i, g.shape, e.shape)
+        assert g.dtype == e.dtype or not same_dtype, (i, g.dtype, e.dtype)
+        if e.dtype in TOLERANCES:
+            default_rtol, default_atol = TOLERANCES[e.dtype]
+            np.testing.assert_allclose(g, e, rtol=default_rtol if rtol is None else rtol,
+                                       atol=default_atol if atol is None else atol, err_msg=f"output {i}")
+        else:
+            np.testing.assert_array_equal(g, e, err_msg=f"output {i}")
+
+
+def check_reference(model, feeds, atol=None, rtol=None, same_dtype=True, expected=None):
+    """onnxjit's outputs equal onnx's ReferenceEvaluator's (or `expected`), as assert_outputs_match
+    compares them. `feeds`: arrays in graph-input order, or {name: array}. Returns onnxjit's outputs."""
     from onnx.reference import ReferenceEvaluator
 
     import onnxjit.backend
-    expected = ReferenceEvaluator(model).run(None, {i.name: a for i, a in zip(model.graph.input, feeds)})
+    named = feeds if isinstance(feeds, dict) else {i.name: a for i, a in zip(model.graph.input, feeds)}
+    if expected is None:
+        expected = ReferenceEvaluator(model).run(None, named)
     got = onnxjit.backend.prepare(model).run(feeds)
-    assert len(got) == len(expected)
-    for g, e in zip(got, expected):
-        e = np.asarray(e)
-        assert g.dtype == e.dtype and g.shape == e.shape, (g.dtype, e.dtype, g.shape, e.shape)
-        if e.dtype == np.float32:
-            np.testing.assert_allclose(g, e, rtol=1e-5, atol=atol)
-        elif e.dtype == np.float64:
-            np.testing.assert_allclose(g, e, rtol=1e-12, atol=atol)
-        else:
-            np.testing.assert_array_equal(g, e)
+    assert_outputs_match(got, expected, rtol=rtol, atol=atol, same_dtype=same_dtype)
+    return got
 
 
 _STATS = """

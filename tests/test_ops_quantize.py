@@ -6,40 +6,10 @@ from onnx.helper import np_dtype_to_tensor_dtype
 from onnx.reference import ReferenceEvaluator
 
 import onnxjit.backend
+from helpers import check_reference, one_node
 
 F32, F64, U8, I8, U16, I16, I32 = (np.float32, np.float64, np.uint8, np.int8, np.uint16,
                                    np.int16, np.int32)
-
-
-def _model(op, inputs, n_out=1, opset=21, consts=None, **attrs):
-    """One node: `inputs` {name: array} are graph inputs, `consts` {name: array} initializers;
-    a name "" (or starting with "_skip") leaves that optional input out."""
-    consts = consts or {}
-    names = [("" if k.startswith("_skip") else k) for k in list(inputs) + list(consts)]
-    outs = [f"y{i}" for i in range(n_out)]
-    node = helper.make_node(op, names, outs, **attrs)
-    graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info(k, np_dtype_to_tensor_dtype(v.dtype), v.shape)
-         for k, v in inputs.items() if not k.startswith("_skip")],
-        [helper.make_tensor_value_info(o, 0, None) for o in outs],
-        [numpy_helper.from_array(v, k) for k, v in consts.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-
-
-def _check(model, feeds, atol=None):
-    """onnxjit's outputs equal the reference's: exactly for integers, within tolerance else."""
-    expected = ReferenceEvaluator(model).run(None, feeds)
-    got = onnxjit.backend.prepare(model).run(feeds)
-    assert len(got) == len(expected)
-    for g, e in zip(got, expected):
-        e = np.asarray(e)
-        assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, e.shape, g.dtype, e.dtype)
-        if e.dtype.kind == "f":
-            tol = 1e-5 if e.dtype == np.float32 else 1e-12
-            np.testing.assert_allclose(g, e, rtol=tol, atol=tol / 10 if atol is None else atol)
-        else:
-            np.testing.assert_array_equal(g, e)
 
 
 def _rng(seed=0):
@@ -70,7 +40,7 @@ def test_quantize_linear(layout, dtype):
     x = (_rng(1).standard_normal(shape) * 40).astype(F32)
     scale, zp = _scale_zp(sshape, dtype, 2)
     attrs = {"axis": axis} | ({"block_size": block} if block else {})
-    _check(_model("QuantizeLinear", {"x": x, "s": scale, "z": zp}, **attrs),
+    check_reference(one_node("QuantizeLinear", {"x": x, "s": scale, "z": zp}, **attrs),
            {"x": x, "s": scale, "z": zp})
 
 
@@ -81,7 +51,7 @@ def test_dequantize_linear(layout, dtype):
     x = _ints(shape, dtype, 3)
     scale, zp = _scale_zp(sshape, dtype, 4)
     attrs = {"axis": axis} | ({"block_size": block} if block else {})
-    _check(_model("DequantizeLinear", {"x": x, "s": scale, "z": zp}, **attrs),
+    check_reference(one_node("DequantizeLinear", {"x": x, "s": scale, "z": zp}, **attrs),
            {"x": x, "s": scale, "z": zp})
 
 
@@ -90,9 +60,9 @@ def test_quantize_dequantize_opsets_without_zero_point(opset):
     x = (_rng(5).standard_normal((3, 4)) * 100).astype(F32)
     x.flat[:6] = [0.25, 0.75, -1.25, 1.25, 1000, -1000]  # ties round to even; saturation
     scale = np.array(0.5, F32)
-    _check(_model("QuantizeLinear", {"x": x}, opset=opset, consts={"s": scale}), {"x": x})
+    check_reference(one_node("QuantizeLinear", {"x": x}, opset=opset, consts={"s": scale}), {"x": x})
     q = _ints((3, 4), U8, 6)
-    _check(_model("DequantizeLinear", {"q": q}, opset=opset, consts={"s": scale}), {"q": q})
+    check_reference(one_node("DequantizeLinear", {"q": q}, opset=opset, consts={"s": scale}), {"q": q})
 
 
 def test_quantize_float64_breaks_the_type_constraints():
@@ -103,9 +73,9 @@ def test_quantize_float64_breaks_the_type_constraints():
     x = (_rng(7).standard_normal((4, 5)) * 30).astype(F64)
     scale = np.array([0.3, 0.9, 0.1, 2.0], F64)
     q = _ints((4, 5), I8, 8)
-    for model in (_model("QuantizeLinear", {"x": x, "s": scale}, axis=0,
+    for model in (one_node("QuantizeLinear", {"x": x, "s": scale}, axis=0,
                          output_dtype=TensorProto.INT8),
-                  _model("DequantizeLinear", {"q": q, "s": scale}, axis=0)):
+                  one_node("DequantizeLinear", {"q": q, "s": scale}, axis=0)):
         with pytest.raises(onnx.shape_inference.InferenceError):
             onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
         with pytest.raises(ModelError, match="(Quantize|Dequantize)Linear node.*double"):
@@ -115,16 +85,16 @@ def test_quantize_float64_breaks_the_type_constraints():
 def test_quantize_output_dtype_and_per_axis_scale():
     x = (_rng(7).standard_normal((4, 5)) * 30).astype(F32)
     scale = np.array([0.3, 0.9, 0.1, 2.0], F32)
-    _check(_model("QuantizeLinear", {"x": x, "s": scale}, axis=0, output_dtype=TensorProto.INT8),
+    check_reference(one_node("QuantizeLinear", {"x": x, "s": scale}, axis=0, output_dtype=TensorProto.INT8),
            {"x": x, "s": scale})
     q = _ints((4, 5), I8, 8)
-    _check(_model("DequantizeLinear", {"q": q, "s": scale}, axis=0), {"q": q, "s": scale})
+    check_reference(one_node("DequantizeLinear", {"q": q, "s": scale}, axis=0), {"q": q, "s": scale})
 
 
 def test_quantize_bad_axis_is_refused():
     x, s = np.zeros((2, 3), F32), np.ones(4, F32)
     with pytest.raises(Exception, match="does not match"):
-        model = _model("QuantizeLinear", {"x": x, "s": s}, axis=1)
+        model = one_node("QuantizeLinear", {"x": x, "s": s}, axis=1)
         onnxjit.backend.prepare(model).run({"x": x, "s": s})
 
 
@@ -133,7 +103,7 @@ def test_quantize_bad_axis_is_refused():
     [1, 2.1, 1.3, 2.5, 3.34, 4.0], np.linspace(-7.3, 3.1, 24).reshape(2, 3, 4), [0.0, 0.0]])
 def test_dynamic_quantize_linear(data):
     x = np.asarray(data, F32)
-    _check(_model("DynamicQuantizeLinear", {"x": x}, n_out=3, opset=11), {"x": x})
+    check_reference(one_node("DynamicQuantizeLinear", {"x": x}, n_out=3, opset=11), {"x": x})
 
 
 # ---- MatMulInteger / QLinearMatMul -----------------------------------------------------------
@@ -152,7 +122,7 @@ def test_matmul_integer(shapes, types):
     feeds["az" if azs is not None else "_skip_a"] = _ints(azs or (), types[0], 3)
     if bzs is not None:
         feeds["bz"] = _ints(bzs, types[1], 4)
-    _check(_model("MatMulInteger", feeds, opset=10),
+    check_reference(one_node("MatMulInteger", feeds, opset=10),
            {k: v for k, v in feeds.items() if not k.startswith("_skip")})
 
 
@@ -182,7 +152,7 @@ def test_matmul_integer_constant_weights(ashape, bshape, btype, with_az, bz):
         [helper.make_tensor_value_info("y0", 0, None)],
         [numpy_helper.from_array(v, k) for k, v in consts.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
-    _check(model, feeds)
+    check_reference(model, feeds)
     from onnxjit.kernels.qgemm import has_vnni
     source = onnxjit.backend.prepare(model).source()
     assert ("qgemm_u8s8" in source) == has_vnni()
@@ -192,7 +162,7 @@ def test_dynamic_quantize_linear_long_input():
     """Inputs of 64 or more elements take the 16-lane min/max loop (remainder included)."""
     x = (np.random.default_rng(5).standard_normal(1000) * 3 + 0.5).astype(F32)
     for v in (x, x[:67], np.abs(x), -np.abs(x[:80])):
-        _check(_model("DynamicQuantizeLinear", {"x": v}, n_out=3, opset=11), {"x": v})
+        check_reference(one_node("DynamicQuantizeLinear", {"x": v}, n_out=3, opset=11), {"x": v})
 
 
 @pytest.mark.parametrize("shapes", [((2, 4), (4, 3)), ((2, 2, 4), (2, 4, 3)), ((5, 6), (6, 7))])
@@ -203,7 +173,7 @@ def test_qlinear_matmul(shapes, dtype):
     feeds = {"a": a, "as": np.array([0.0066], F32), "az": np.array([mid - 14], dtype),
              "b": b, "bs": np.array(0.00705, F32), "bz": np.array(mid - 13, dtype),
              "ys": np.array([0.0107], F32), "yz": np.array([mid - 9], dtype)}
-    _check(_model("QLinearMatMul", feeds, opset=21), feeds)
+    check_reference(one_node("QLinearMatMul", feeds, opset=21), feeds)
 
 
 # ---- ConvInteger / QLinearConv ---------------------------------------------------------------
@@ -222,7 +192,7 @@ def test_conv_integer(conv, dtype, per_channel):
     x, w = _ints(xs, dtype, 1), _ints(ws, dtype, 2)
     wz = _ints((ws[0],) if per_channel else (), dtype, 4)
     feeds = {"x": x, "w": w, "xz": _ints((), dtype, 3), "wz": wz}
-    _check(_model("ConvInteger", feeds, opset=10, **attrs), feeds)
+    check_reference(one_node("ConvInteger", feeds, opset=10, **attrs), feeds)
 
 
 @pytest.mark.parametrize("conv", CONVS)
@@ -237,7 +207,7 @@ def test_qlinear_conv(conv, dtype, per_channel):
              "wz": _ints((m,) if per_channel else (), dtype, 4) // 8,
              "ys": np.array(0.3, F32), "yz": _ints((), dtype, 6) // 2,
              "B": _rng(7).integers(-3000, 3000, m).astype(np.int32)}
-    _check(_model("QLinearConv", feeds, opset=10, **attrs), feeds)
+    check_reference(one_node("QLinearConv", feeds, opset=10, **attrs), feeds)
 
 
 def test_qlinear_conv_without_bias():
@@ -245,7 +215,7 @@ def test_qlinear_conv_without_bias():
              "xz": np.array(132, U8), "w": np.zeros((1, 1, 1, 1), U8),
              "ws": np.array([0.0017], F32), "wz": np.array([255], U8),
              "ys": np.array(0.0016, F32), "yz": np.array(123, U8)}
-    _check(_model("QLinearConv", feeds, opset=10), feeds)
+    check_reference(one_node("QLinearConv", feeds, opset=10), feeds)
 
 
 # ---- DFT / STFT / windows / MelWeightMatrix --------------------------------------------------
@@ -257,7 +227,7 @@ def _spectral_check(model, feeds):
     """DFT outputs: the reference's float32 FFT carries its own rounding, so the absolute
     tolerance follows the magnitude of the result."""
     e = np.asarray(ReferenceEvaluator(model).run(None, feeds)[0])
-    _check(model, feeds, atol=(1e-5 if e.dtype == F32 else 1e-12) * max(1.0, np.abs(e).max()))
+    check_reference(model, feeds, atol=(1e-5 if e.dtype == F32 else 1e-12) * max(1.0, np.abs(e).max()))
 
 
 # (input shape, axis, inverse, onesided, dft_length)
@@ -281,7 +251,7 @@ def test_dft(case, opset, dtype):
         feeds["axis"] = np.array(axis, np.int64)
     else:
         attrs["axis"] = axis
-    model = _model("DFT", feeds, opset=opset, **attrs)
+    model = one_node("DFT", feeds, opset=opset, **attrs)
     _spectral_check(model, {k: v for k, v in feeds.items() if not k.startswith("_skip")})
 
 
@@ -296,7 +266,7 @@ def test_stft(dtype, window, onesided, channels):
     else:
         feeds["_skip_w"] = x
         feeds["len"] = np.array(16, np.int64)
-    model = _model("STFT", feeds, opset=17, onesided=onesided)
+    model = one_node("STFT", feeds, opset=17, onesided=onesided)
     _spectral_check(model, {k: v for k, v in feeds.items() if not k.startswith("_skip")})
 
 
@@ -304,17 +274,17 @@ def test_stft(dtype, window, onesided, channels):
 @pytest.mark.parametrize("periodic,dtype", [(1, TensorProto.FLOAT), (0, TensorProto.DOUBLE)])
 def test_windows_with_size_as_graph_input(op, periodic, dtype):
     size = np.array(10, np.int32)
-    model = _model(op, {"n": size}, opset=17, periodic=periodic, output_datatype=dtype)
-    _check(model, {"n": size})
+    model = one_node(op, {"n": size}, opset=17, periodic=periodic, output_datatype=dtype)
+    check_reference(model, {"n": size})
     # a new size recompiles: the size is part of the signature
-    _check(model, {"n": np.array(7, np.int32)})
+    check_reference(model, {"n": np.array(7, np.int32)})
 
 
 def test_mel_weight_matrix_with_graph_inputs():
     feeds = {"bins": np.array(8, np.int32), "n": np.array(16, np.int32),
              "rate": np.array(8192, np.int32), "lo": np.array(0, F32),
              "hi": np.array(4096, F32)}
-    _check(_model("MelWeightMatrix", feeds, opset=17), feeds)
+    check_reference(one_node("MelWeightMatrix", feeds, opset=17), feeds)
 
 
 def test_window_feeding_stft_compiles():

@@ -1,47 +1,13 @@
 """Reductions, softmax family and normalizations against onnx's ReferenceEvaluator."""
 import numpy as np
 import pytest
-from onnx import helper, numpy_helper
-from onnx.helper import np_dtype_to_tensor_dtype
 from onnx.reference import ReferenceEvaluator
 
 import onnxjit.backend
+from helpers import check_reference, one_node
 
 F32, F64 = np.float32, np.float64
 INTS = (np.int32, np.int64, np.uint8, np.int8)
-
-
-def _model(op, inputs, n_out=1, opset=21, consts=None, **attrs):
-    """A one-node model: `inputs` {name: array} are graph inputs, `consts` {name: array} initializers.
-
-    An input name "" stands for a left-out optional input."""
-    consts = consts or {}
-    names = list(inputs) + list(consts)
-    outs = [f"y{i}" for i in range(n_out)]
-    node = helper.make_node(op, names, outs, **attrs)
-    graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info(k, np_dtype_to_tensor_dtype(v.dtype), v.shape)
-         for k, v in inputs.items()],
-        [helper.make_tensor_value_info(o, 0, None) for o in outs],
-        [numpy_helper.from_array(v, k) for k, v in consts.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-
-
-def _check(model, feeds, same_dtype=True, expected=None):
-    """Run through onnxjit and compare every output with `expected` (default: the reference)."""
-    if expected is None:
-        expected = ReferenceEvaluator(model).run(None, feeds)
-    got = onnxjit.backend.prepare(model).run(feeds)
-    assert len(got) == len(expected)
-    for g, e in zip(got, expected):
-        e = np.asarray(e)
-        assert g.shape == e.shape and (g.dtype == e.dtype or not same_dtype), (g.dtype, e.dtype)
-        if e.dtype.kind in "fc":
-            tol = 1e-5 if e.dtype == np.float32 else 1e-12
-            np.testing.assert_allclose(g, e, rtol=tol, atol=tol / 10)
-        else:
-            np.testing.assert_array_equal(g, e)
 
 
 def _data(shape, dtype, seed=0, low=-3, high=4):
@@ -72,7 +38,7 @@ def _reduce_input(op, shape, dtype):
 def test_reduce_floats(op, axes, keepdims, dtype):
     x = _reduce_input(op, (2, 3, 4), dtype)
     consts = {} if axes is None else {"axes": np.array(axes, np.int64)}
-    _check(_model(op, {"x": x}, consts=consts, keepdims=keepdims), {"x": x})
+    check_reference(one_node(op, {"x": x}, consts=consts, keepdims=keepdims), {"x": x})
 
 
 @pytest.mark.parametrize("op, dtype", [
@@ -84,9 +50,9 @@ def test_reduce_floats(op, axes, keepdims, dtype):
                    "ReduceProd") and dtype in (np.uint8, np.int8))])
 def test_reduce_ints(op, dtype):
     x = _data((3, 5), dtype, high=40 if op != "ReduceProd" else 6)
-    model = _model(op, {"x": x}, consts={"axes": np.array([-1], np.int64)}, keepdims=0)
+    model = one_node(op, {"x": x}, consts={"axes": np.array([-1], np.int64)}, keepdims=0)
     # the reference's np.sum(np.square(x)) promotes int32 to int64; the schema keeps int32
-    _check(model, {"x": x}, same_dtype=op != "ReduceSumSquare")
+    check_reference(model, {"x": x}, same_dtype=op != "ReduceSumSquare")
 
 
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceProd", "ReduceMean"])
@@ -97,7 +63,7 @@ def test_reduce_of_8_bit_ints_is_refused(op, dtype):
     import onnx
     from onnxjit.errors import ModelError
     x = _data((3, 5), dtype, high=6)
-    model = _model(op, {"x": x}, consts={"axes": np.array([-1], np.int64)}, keepdims=0)
+    model = one_node(op, {"x": x}, consts={"axes": np.array([-1], np.int64)}, keepdims=0)
     with pytest.raises(onnx.shape_inference.InferenceError):
         onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     with pytest.raises(ModelError, match=op):
@@ -108,26 +74,26 @@ def test_reduce_of_8_bit_ints_is_refused(op, dtype):
                                 "ReduceLogSumExp", "ReduceLogSum", "ReduceL2", "ReduceMean"])
 def test_reduce_empty_axis(op):
     x = np.zeros((2, 0, 3), F32)
-    _check(_model(op, {"x": x}, consts={"axes": np.array([1], np.int64)}, keepdims=1), {"x": x})
+    check_reference(one_node(op, {"x": x}, consts={"axes": np.array([1], np.int64)}, keepdims=1), {"x": x})
 
 
 @pytest.mark.parametrize("op,dtype", [("ReduceMax", np.int32), ("ReduceMin", np.int64),
                                       ("ReduceMax", np.bool_), ("ReduceMin", np.bool_)])
 def test_reduce_empty_axis_non_float(op, dtype):
     x = np.zeros((0, 3), dtype)
-    _check(_model(op, {"x": x}, consts={"axes": np.array([0], np.int64)}, keepdims=0), {"x": x})
+    check_reference(one_node(op, {"x": x}, consts={"axes": np.array([0], np.int64)}, keepdims=0), {"x": x})
 
 
 @pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
 def test_reduce_bool(op):
     x = _data((3, 4), np.bool_)
-    _check(_model(op, {"x": x}, consts={"axes": np.array([1], np.int64)}, keepdims=1), {"x": x})
+    check_reference(one_node(op, {"x": x}, consts={"axes": np.array([1], np.int64)}, keepdims=1), {"x": x})
 
 
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceL2", "ReduceMax"])
 def test_reduce_noop_with_empty_axes(op):
     x = _data((2, 3), F32)
-    _check(_model(op, {"x": x}, consts={"axes": np.zeros(0, np.int64)}, noop_with_empty_axes=1),
+    check_reference(one_node(op, {"x": x}, consts={"axes": np.zeros(0, np.int64)}, noop_with_empty_axes=1),
            {"x": x})
 
 
@@ -137,18 +103,18 @@ def test_reduce_noop_with_empty_axes(op):
 def test_reduce_axes_attribute(op, opset, axes):
     x = _data((2, 3, 4), F32)
     attrs = {} if axes is None else {"axes": axes}
-    _check(_model(op, {"x": x}, opset=opset, keepdims=0, **attrs), {"x": x})
+    check_reference(one_node(op, {"x": x}, opset=opset, keepdims=0, **attrs), {"x": x})
 
 
 def test_reduce_nan_propagates():
     x = np.array([[1.0, np.nan, 3.0], [4.0, 5.0, 6.0]], F32)
     for op in ("ReduceMax", "ReduceMin"):
-        _check(_model(op, {"x": x}, consts={"axes": np.array([1], np.int64)}), {"x": x})
+        check_reference(one_node(op, {"x": x}, consts={"axes": np.array([1], np.int64)}), {"x": x})
 
 
 def test_reduce_axes_from_a_graph_input_specialize_on_its_value():
     x = _data((2, 3), F32)
-    model = _model("ReduceSum", {"x": x, "axes": np.array([1], np.int64)}, opset=13)
+    model = one_node("ReduceSum", {"x": x, "axes": np.array([1], np.int64)}, opset=13)
     rep = onnxjit.backend.prepare(model)
     for axes in ([1], [0], [1]):
         feeds = {"x": x, "axes": np.array(axes, np.int64)}
@@ -162,7 +128,7 @@ def test_reduce_axes_from_a_graph_input_specialize_on_its_value():
     (1, 1, 0, np.uint8)])
 def test_arg_extreme(op, axis, keepdims, last, dtype):
     x = _data((3, 4, 5), dtype, low=-2, high=3).astype(dtype)  # many ties
-    _check(_model(op, {"x": x}, axis=axis, keepdims=keepdims, select_last_index=last), {"x": x})
+    check_reference(one_node(op, {"x": x}, axis=axis, keepdims=keepdims, select_last_index=last), {"x": x})
 
 
 @pytest.mark.parametrize("exclusive,reverse,axis,dtype", [
@@ -170,27 +136,27 @@ def test_arg_extreme(op, axis, keepdims, last, dtype):
 def test_cumsum(exclusive, reverse, axis, dtype):
     x = _data((3, 4, 2), dtype)
     feeds = {"x": x}
-    model = _model("CumSum", {"x": x}, consts={"axis": np.array(axis, np.int64)},
+    model = one_node("CumSum", {"x": x}, consts={"axis": np.array(axis, np.int64)},
                    exclusive=exclusive, reverse=reverse)
-    _check(model, feeds)
+    check_reference(model, feeds)
 
 
 def test_cumsum_runtime_axis():
     x, axis = _data((3, 4), F32), np.array(-2, np.int32)
-    _check(_model("CumSum", {"x": x, "axis": axis}, reverse=1), {"x": x, "axis": axis})
+    check_reference(one_node("CumSum", {"x": x, "axis": axis}, reverse=1), {"x": x, "axis": axis})
 
 
 def test_cumsum_axis_out_of_range():
     x, axis = _data((3, 4), F32), np.array(2, np.int64)
     with pytest.raises(IndexError, match="CumSum: axis out of range"):
-        onnxjit.backend.prepare(_model("CumSum", {"x": x, "axis": axis})).run({"x": x, "axis": axis})
+        onnxjit.backend.prepare(one_node("CumSum", {"x": x, "axis": axis})).run({"x": x, "axis": axis})
 
 
 def _coerced_oracle(op, x, axis):
     """Opset < 13 semantics (the reference implements only the single-axis form): flatten to 2-D
     at `axis`, apply the op over the flattened tail."""
     x2 = x.reshape(int(np.prod(x.shape[:axis])), -1)
-    y2 = ReferenceEvaluator(_model(op, {"x": x2}, opset=13, axis=1)).run(None, {"x": x2})[0]
+    y2 = ReferenceEvaluator(one_node(op, {"x": x2}, opset=13, axis=1)).run(None, {"x": x2})[0]
     return [y2.reshape(x.shape)]
 
 
@@ -201,7 +167,7 @@ def test_softmax_family(op, axis, opset):
     if op == "Hardmax":
         x = np.round(x)  # ties: the first maximum wins
     expected = _coerced_oracle(op, x, axis) if opset < 13 else None
-    _check(_model(op, {"x": x}, opset=opset, axis=axis), {"x": x}, expected=expected)
+    check_reference(one_node(op, {"x": x}, opset=opset, axis=axis), {"x": x}, expected=expected)
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
@@ -211,7 +177,7 @@ def test_softmax_float64_large(op):
     if op == "LogSoftmax":  # the reference's log(softmax) underflows to -inf; the stable form
         m = x.max(axis=-1, keepdims=True)
         expected = [x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))]
-    _check(_model(op, {"x": x}), {"x": x}, expected=expected)
+    check_reference(one_node(op, {"x": x}), {"x": x}, expected=expected)
 
 
 @pytest.mark.parametrize("axis,bias,n_out,dtype", [
@@ -222,26 +188,26 @@ def test_layer_normalization(axis, bias, n_out, dtype):
     inputs = {"x": x, "scale": _data(norm_shape, dtype, 1)}
     if bias:
         inputs["bias"] = _data(norm_shape, dtype, 2)
-    _check(_model("LayerNormalization", inputs, n_out=n_out, axis=axis, epsilon=1e-3), inputs)
+    check_reference(one_node("LayerNormalization", inputs, n_out=n_out, axis=axis, epsilon=1e-3), inputs)
 
 
 def test_layer_normalization_broadcast_scale():
     x = _data((4, 6), F32)
     consts = {"scale": np.array([1.5], F32), "bias": np.array([0.25], F32)}
-    _check(_model("LayerNormalization", {"x": x}, consts=consts), {"x": x})
+    check_reference(one_node("LayerNormalization", {"x": x}, consts=consts), {"x": x})
 
 
 @pytest.mark.parametrize("axis,dtype", [(-1, F32), (1, F32), (0, F64)])
 def test_rms_normalization(axis, dtype):
     x = _data((2, 3, 4), dtype)
     inputs = {"x": x, "scale": _data(x.shape[axis:], dtype, 1)}
-    _check(_model("RMSNormalization", inputs, opset=23, axis=axis), inputs)
+    check_reference(one_node("RMSNormalization", inputs, opset=23, axis=axis), inputs)
 
 
 @pytest.mark.parametrize("shape,dtype", [((2, 3, 4, 5), F32), ((3, 2, 6), F64)])
 def test_instance_normalization(shape, dtype):
     inputs = {"x": _data(shape, dtype), "s": _data(shape[1], dtype, 1), "b": _data(shape[1], dtype, 2)}
-    _check(_model("InstanceNormalization", inputs, epsilon=1e-3), inputs)
+    check_reference(one_node("InstanceNormalization", inputs, epsilon=1e-3), inputs)
 
 
 # GroupNormalization-18 (per-group scale and bias) is deprecated: onnx's checker refuses it at
@@ -251,7 +217,7 @@ def test_group_normalization(opset, groups):
     x = _data((2, 4, 3, 2), F32)
     n = groups if opset == 18 else 4
     inputs = {"x": x, "s": _data(n, F32, 1), "b": _data(n, F32, 2)}
-    _check(_model("GroupNormalization", inputs, opset=opset, num_groups=groups), inputs)
+    check_reference(one_node("GroupNormalization", inputs, opset=opset, num_groups=groups), inputs)
 
 
 @pytest.mark.parametrize("p,axis,dtype", [(2, -1, F32), (1, 0, F32), (2, 1, F64), (1, -1, F64)])
@@ -259,11 +225,11 @@ def test_lp_normalization(p, axis, dtype):
     # non-negative data: onnx's reference sums x ** p without abs (the spec and ORT use |x|)
     x = np.abs(_data((3, 4, 2), dtype))
     x[0] = 0  # a zero norm gives 0, not NaN
-    _check(_model("LpNormalization", {"x": x}, opset=22, p=p, axis=axis), {"x": x})
+    check_reference(one_node("LpNormalization", {"x": x}, opset=22, p=p, axis=axis), {"x": x})
 
 
 @pytest.mark.parametrize("axes", [None, [1], [0, 2, 3], [2, 3]])
 def test_mean_variance_normalization(axes):
     x = _data((2, 3, 4, 2), F32)
     attrs = {} if axes is None else {"axes": axes}
-    _check(_model("MeanVarianceNormalization", {"x": x}, opset=13, **attrs), {"x": x})
+    check_reference(one_node("MeanVarianceNormalization", {"x": x}, opset=13, **attrs), {"x": x})
