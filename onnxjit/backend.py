@@ -16,7 +16,7 @@ from .errors import DataDependent, InputError, ModelError, NeedsInputValue, Unsu
 from .ir import input_specs, load_model
 from .pipeline import OPTIMIZE, compile_model
 from .staged import unsupported_ops
-from .tiers import COMPILED, BackgroundCompile, tiered_default
+from .tiers import COMPILED, REFERENCE, BackgroundCompile, tiered_default
 from .validate import _current_limit as element_limit, check_model
 
 DEFAULT_MAX_SIGNATURES = 32
@@ -189,10 +189,13 @@ class OnnxJitRep(BackendRep):
         self.compile_seconds += compiled.compile_seconds
         self._set_hot(compiled)
         if compiled.tier != COMPILED:
-            self._jobs.append(BackgroundCompile(
+            job = BackgroundCompile(
                 self.model, signature, values, label,
                 {"profile": self.profiling, "optimize": self.optimize},
-                lambda done: self._promote(key, compiled, done), self.progress))
+                lambda done: self._promote(key, compiled, done), self.progress)
+            self._jobs.append(job)
+            if compiled.tier == REFERENCE:
+                compiled.fn = _reference_or_compiled(compiled.fn, job)
         return compiled
 
     def _set_hot(self, compiled):
@@ -300,6 +303,21 @@ def _unpickle_rep(state):
 # strides (which fix contiguity) and writeability.  Entries are made only from converted, C-contiguous arrays.
 _array_key = operator.attrgetter("__class__", "shape", "dtype", "strides", "flags.writeable")
 _new_tuple = tuple.__new__   # builds the namedtupledict without its Python-level __new__
+
+
+def _reference_or_compiled(reference, job):
+    """The reference tier's runner (tiers.py); where onnx's evaluator raises on a model the
+    compiled code runs (its ReduceMin refuses repeated axes, which ONNX Runtime and onnxjit
+    take as one), the run waits for the background compile and answers with the compiled
+    graph: the answer, or the clear error, a rep without tiers gives."""
+    def run(*arrays):
+        try:
+            return reference(*arrays)
+        except Exception:       # noqa: BLE001  (the compiled graph decides)
+            job.wait()          # raises what stopped the compile
+            done = job.result
+            return done.fn(*arrays, *done.weights)
+    return run
 
 
 def _as_array(value, name):

@@ -252,7 +252,7 @@ class BackgroundCompile:
         self.model, self.signature, self.values = model, signature, values or {}
         self.label, self.options = label, options
         self.on_ready, self.progress = on_ready, progress or log_progress
-        self.error = None
+        self.error = self.result = None     # result: the compiled graph, once in place
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="onnxjit-compile", daemon=True)
         self._thread.start()
@@ -274,6 +274,7 @@ class BackgroundCompile:
                 log.warning("the compile worker failed; compiling in this process")
             compiled = compile_model(self.model, self.signature, self.label, values=self.values,
                                      progress=self.progress, **self.options)
+            self.result = compiled
             self.on_ready(compiled)
             if ok:
                 remove_job(job)
