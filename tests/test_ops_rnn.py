@@ -183,8 +183,60 @@ def test_recurrent_constant_weights_fast_path(op, direction, layout, hs, batch, 
     from onnxjit.kernels.rnn import FAST_MAX_BATCH
     from onnxjit.kernels.simd import has_avx512
     source = onnxjit.backend.prepare(model).source()
-    fast = f"{op.lower()}_fast"
+    seq_kernel = batch == 1 and (op == "LSTM" or attrs.get("linear_before_reset"))
+    fast = f"{op.lower()}_seq" if seq_kernel else f"{op.lower()}_fast"
     assert (fast in source) == (batch <= FAST_MAX_BATCH and has_avx512()), source
+
+
+SEQ_CASES = [  # (op, direction, layout, hidden, input size, seq, sequence_lens, full, attrs)
+    ("LSTM", "forward", 0, 128, 64, 37, None, True, {}),
+    ("LSTM", "reverse", 0, 20, 7, 21, [13], True, {}),
+    ("LSTM", "bidirectional", 0, 33, 50, 17, [17], True, {}),
+    ("LSTM", "bidirectional", 1, 40, 150, 9, None, False, {}),
+    ("LSTM", "forward", 0, 130, 16, 8, [0], True, {}),
+    ("LSTM", "reverse", 0, 16, 3, 1, None, True, {}),
+    ("GRU", "forward", 0, 128, 64, 37, None, True, dict(linear_before_reset=1)),
+    ("GRU", "reverse", 0, 20, 7, 21, [13], True, dict(linear_before_reset=1)),
+    ("GRU", "bidirectional", 1, 33, 50, 17, None, True, dict(linear_before_reset=1)),
+    ("GRU", "forward", 0, 100, 130, 11, [9], False, dict(linear_before_reset=1)),
+    ("GRU", "reverse", 0, 36, 9, 5, [0], True, dict(linear_before_reset=1)),
+    ("GRU", "bidirectional", 0, 24, 5, 19, [19], True, {}),     # lbr=0: gru_fast
+]
+
+
+@pytest.mark.parametrize("op,direction,layout,hs,ni,seq,lens,full,attrs", SEQ_CASES)
+def test_recurrent_batch1_sequence_kernel(op, direction, layout, hs, ni, seq, lens, full, attrs):
+    """Batch 1, constant W/R, default activations, no clip: lstm_seq / gru_seq
+    (kernels/rnn_seq.py: gate-interleaved GEMV with the input projection computed in 8-row
+    blocks one block ahead), against onnxruntime (layout 1: the reference evaluator). Hidden
+    sizes on and off multiples of 16 and over a chunk, input sizes below and above the hidden
+    size, sequences shorter than, equal to and over one 8-row block, sequence_lens (0 too),
+    initial states and peepholes (full) or none."""
+    lens = np.array(lens, np.int32) if lens is not None else None
+    inputs, _ = _rnn_inputs(op, direction, layout, full, F32, seq=seq, batch=1, ni=ni, hs=hs,
+                            lens=lens)
+    for k in ("W", "R"):
+        inputs[k] *= np.float32(2.0 / np.sqrt(hs))     # keep 37 steps away from saturation
+    model = _const_weight_model(op, inputs, _rnn_outputs(op), hidden_size=hs,
+                                direction=direction, layout=layout, **attrs)
+    feeds = {k: v for k, v in _feeds(inputs).items() if k not in ("W", "R", "B")}
+    _check(model, feeds, oracle="reference" if layout else "ort")
+    from onnxjit.kernels.simd import has_avx512
+    source = onnxjit.backend.prepare(model).source()
+    want = "_seq" if op == "LSTM" or attrs.get("linear_before_reset") else "_fast"
+    assert (f"{op.lower()}{want}" in source) == has_avx512(), source
+
+
+@pytest.mark.parametrize("attrs", [dict(clip=0.8), dict(activations=["Sigmoid", "Tanh", "Relu"]),
+                                   dict(input_forget=1)])
+def test_lstm_batch1_non_default_falls_back(attrs):
+    """clip, other activations or input_forget at batch 1 take the generic kernel."""
+    inputs, hs = _rnn_inputs("LSTM", "forward", 0, True, F32, seq=19, batch=1, ni=6, hs=20)
+    model = _const_weight_model("LSTM", inputs, _rnn_outputs("LSTM"), hidden_size=hs, **attrs)
+    feeds = {k: v for k, v in _feeds(inputs).items() if k not in ("W", "R", "B")}
+    _check(model, feeds, oracle="ort")
+    source = onnxjit.backend.prepare(model).source()
+    assert "lstm_seq" not in source and "__k_rnn.lstm(" in source, source
 
 
 def test_sequence_lens_out_of_range_raises():

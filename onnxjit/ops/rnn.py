@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import rnn as K
+from ..kernels import rnn_seq as KS
 from ..ir import NARROW_FLOATS
 from ..registry import register
 from ..target import host
@@ -145,6 +146,13 @@ def GRU(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, activation_alp
                                         activation_alpha, activation_beta)
     if _fast(x, w, r, batch, codes, (K.SIGMOID, K.TANH), clip):
         lbr = bool(linear_before_reset)
+        if batch == 1 and lbr:
+            # batch 1: gates fused into the GEMV, input projection under it (kernels/rnn_seq.py)
+            wp, rp = ctx.constant(KS.pack_w(w.const, 3)), ctx.constant(KS.pack_r(r.const, 3))
+            expr = (f"__k_rnn_seq.gru_seq({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, "
+                    f"{ctx.lit(direction == 'reverse')})")
+            return _outputs(ctx, expr, [xs, wp, rp, b, h0, lens], (seq, nd, batch, hs), 1,
+                            x.dtype, layout)
         wp = ctx.constant(K.pack_w_np(w.const, 3))
         rp = ctx.constant(K.pack_r_np(r.const, 3, 3 if lbr else 2))
         expr = (f"__k_rnn.gru_fast({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, "
@@ -168,6 +176,12 @@ def LSTM(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=Non
     codes, alphas, betas = _activations(ctx, activations, ["Sigmoid", "Tanh", "Tanh"], nd,
                                         activation_alpha, activation_beta)
     if not input_forget and _fast(x, w, r, batch, codes, (K.SIGMOID, K.TANH, K.TANH), clip):
+        if batch == 1:
+            wp, rp = ctx.constant(KS.pack_w(w.const, 4)), ctx.constant(KS.pack_r(r.const, 4))
+            expr = (f"__k_rnn_seq.lstm_seq({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, {{6}}, "
+                    f"{{7}}, {ctx.lit(direction == 'reverse')})")
+            return _outputs(ctx, expr, [xs, wp, rp, b, h0, c0, p, lens], (seq, nd, batch, hs),
+                            2, x.dtype, layout)
         wp = ctx.constant(K.pack_w_np(w.const, 4))
         rp = ctx.constant(K.pack_r_np(r.const, 4, 4))
         expr = (f"__k_rnn.lstm_fast({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, {{6}}, {{7}}, "

@@ -1,0 +1,493 @@
+"""Batch-1 float32 LSTM and GRU (linear_before_reset=1): one compiled loop per direction with
+the gates fused into the recurrent GEMV and the input projection hidden under it.
+
+At batch 1 a step is h (hs) @ R^T (hs, G) plus the gates.  R^T (256 KiB for hidden 128) does not
+fit L1, so every step streams it from L2: on these cores that stream (~32 B/cycle) is the floor
+of the GEMV, and the FMA units sit half idle.  This kernel uses the idle half and the gaps:
+- gate-interleaved columns: vector v = block * gates + gate holds units 16*block..+16 of one
+  gate, so the GEMV (chunks of 8 vectors, R^T packed [k][128] per chunk) finishes a hidden block's
+  gates every few vectors and the gate math of that block runs right after its chunk, overlapping
+  the next chunk's loads (h is double-buffered: the step's GEMV reads the old h);
+- the input projection X @ W^T + bias is not one GEMM up front: rows are computed in blocks of 8
+  (processing order) one block ahead, each step doing 1/8 of the next block's columns, one
+  8-row x 16-column "side" tile interleaved into each GEMV chunk's k-loop (its W^T panel is
+  [v][k][16]), into a ring of two blocks.  Only block 0 is computed before the first step;
+- sigmoid and tanh are one rational approximation (13 FP operations and a division, absolute
+  error <= 3e-7) instead of the exp-based forms of kernels/rnn.py (~35 operations).
+Measured (1 thread, one layer, 100 steps, hidden 128, min of calls): the GEMV alone streams R at
+the L2 read bandwidth (~115 GB/s, ~2.3 us a step); the side tiles add ~0.4 us a step (the
+separate GEMM took 0.6-1.2), the gates ~0.3.  Weights are packed at prepare time (pack_w /
+pack_r, numpy) from constant W and R.  A sequence of length 0 gives zero states (as ORT).
+"""
+import numpy as np
+from llvmlite import ir as _ir
+from numba import njit
+from numba.core import cgutils as _cg
+from numba.extending import intrinsic as _intrinsic
+
+from .rnn import _check_lens, _time
+from .simd import f32x16, vadd, vbcast, vfma, vload, vmul, vstore, vsub, vzero
+
+_JIT = dict(cache=True, error_model="numpy")
+CV = 8    # vectors per GEMV chunk (8 zmm accumulators)
+SB = 8    # rows per input-projection block
+
+
+# ---- tanh and sigmoid: a rational approximation (Eigen's float tanh: odd degree-13 numerator,
+# even degree-6 denominator, |x| clamped to 7.9053111, one division; error a few ulp), 13 FP
+# operations where the exp-based forms of kernels/rnn.py take ~35 (no FMA contraction there)
+_V16 = _ir.VectorType(_ir.FloatType(), 16)
+_NUM = (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
+        5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
+        4.89352455891786e-03)
+_DEN = (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
+        4.89352518554385e-03)
+
+
+def _c16(c):
+    return _ir.Constant(_V16, [c] * 16)
+
+
+def _tanh_ir(builder, x):
+    fma = _cg.get_or_insert_function(builder.module, _ir.FunctionType(_V16, [_V16] * 3),
+                                      "llvm.fma.v16f32")
+    lo, hi = _c16(-7.90531110763549805), _c16(7.90531110763549805)
+    x = builder.select(builder.fcmp_ordered("<", x, lo), lo, x)
+    x = builder.select(builder.fcmp_ordered(">", x, hi), hi, x)
+    x2 = builder.fmul(x, x)
+    p = _c16(_NUM[0])
+    for c in _NUM[1:]:
+        p = builder.call(fma, [p, x2, _c16(c)])
+    q = _c16(_DEN[0])
+    for c in _DEN[1:]:
+        q = builder.call(fma, [q, x2, _c16(c)])
+    return builder.fdiv(builder.fmul(p, x), q)
+
+
+@_intrinsic
+def _vtanh(typingctx, x):
+    """tanh(x) lane-wise (rational, NaN kept)."""
+    def codegen(context, builder, sig, args):
+        return _tanh_ir(builder, args[0])
+    return f32x16(f32x16), codegen
+
+
+@_intrinsic
+def _vsigmoid(typingctx, x):
+    """1 / (1 + exp(-x)) = 0.5 + 0.5 tanh(x / 2) lane-wise."""
+    def codegen(context, builder, sig, args):
+        t = _tanh_ir(builder, builder.fmul(args[0], _c16(0.5)))
+        fma = _cg.get_or_insert_function(builder.module, _ir.FunctionType(_V16, [_V16] * 3),
+                                          "llvm.fma.v16f32")
+        return builder.call(fma, [t, _c16(0.5), _c16(0.5)])
+    return f32x16(f32x16), codegen
+
+
+def _hp(hs):
+    return -(-hs // 16) * 16
+
+
+def _unit_cols(hs, gates):
+    """(gate, unit) of every interleaved column (unit >= hs: zero padding)."""
+    nblk = _hp(hs) // 16
+    v = np.arange(nblk * gates * 16)
+    blk, gate, lane = v // (gates * 16), (v // 16) % gates, v % 16
+    return gate, blk * 16 + lane
+
+
+def _interleave(m, hs, gates):
+    """(gates*hs, K) rows in ONNX gate order -> (K, nv*16) columns in interleaved order."""
+    gate, unit = _unit_cols(hs, gates)
+    out = np.zeros((m.shape[1], gate.size), np.float32)
+    ok = unit < hs
+    out[:, ok] = m[gate[ok] * hs + unit[ok], :].T
+    return out
+
+
+def pack_w(w, gates):
+    """W (dirs, gates*hs, input) -> (dirs, nv*input*16): per vector v, W^T[:, v] as [k][16]."""
+    w = np.asarray(w, np.float32)
+    hs = w.shape[1] // gates
+    out = []
+    for d in range(w.shape[0]):
+        wt = _interleave(w[d], hs, gates)                      # (ni, nv*16)
+        out.append(wt.reshape(wt.shape[0], -1, 16).transpose(1, 0, 2).ravel())
+    return np.ascontiguousarray(np.stack(out))
+
+
+def pack_r(r, gates):
+    """R (dirs, gates*hs, hs) -> (dirs, hs*nv*16): R^T in interleaved columns, chunks of CV
+    vectors as [k][CV*16], then the remaining vectors one by one as [k][16]."""
+    r = np.asarray(r, np.float32)
+    hs = r.shape[2]
+    out = []
+    for d in range(r.shape[0]):
+        rt = _interleave(r[d], hs, gates)                      # (hs, nv*16)
+        nv = rt.shape[1] // 16
+        nfull = nv // CV
+        full = rt[:, :nfull * CV * 16].reshape(hs, nfull, CV * 16).transpose(1, 0, 2)
+        tail = rt[:, nfull * CV * 16:].reshape(hs, -1, 16).transpose(1, 0, 2)
+        out.append(np.concatenate([full.ravel(), tail.ravel()]))
+    return np.ascontiguousarray(np.stack(out))
+
+
+# ---- GEMV pieces ------------------------------------------------------------------------------
+@njit(**_JIT)
+def _chunk(hf, hs, rp, ro, init, io):
+    """init[io + 16i : +16] + h @ R^T for the chunk's 8 vectors i (R^T at rp[ro:], [k][128])."""
+    a0, a1, a2, a3 = vload(init, io), vload(init, io + 16), vload(init, io + 32), \
+        vload(init, io + 48)
+    a4, a5, a6, a7 = vload(init, io + 64), vload(init, io + 80), vload(init, io + 96), \
+        vload(init, io + 112)
+    for k in range(hs):
+        hb = vbcast(hf, k)
+        p = ro + k * 128
+        a0 = vfma(hb, vload(rp, p), a0)
+        a1 = vfma(hb, vload(rp, p + 16), a1)
+        a2 = vfma(hb, vload(rp, p + 32), a2)
+        a3 = vfma(hb, vload(rp, p + 48), a3)
+        a4 = vfma(hb, vload(rp, p + 64), a4)
+        a5 = vfma(hb, vload(rp, p + 80), a5)
+        a6 = vfma(hb, vload(rp, p + 96), a6)
+        a7 = vfma(hb, vload(rp, p + 112), a7)
+    return a0, a1, a2, a3, a4, a5, a6, a7
+
+
+@njit(**_JIT)
+def _chunk_side(hf, hs, rp, ro, init, io, xf, xo, ni, wp, wo, bv, bo):
+    """_chunk's 8 GEMV vectors and, interleaved in the same k-loop, one input-projection tile:
+    s_i = bv[bo:bo+16] + sum_k x[xo[i] + k] * Wp[wo + 16k] for the 8 rows i."""
+    a0, a1, a2, a3 = vload(init, io), vload(init, io + 16), vload(init, io + 32), \
+        vload(init, io + 48)
+    a4, a5, a6, a7 = vload(init, io + 64), vload(init, io + 80), vload(init, io + 96), \
+        vload(init, io + 112)
+    s0 = vload(bv, bo)
+    s1, s2, s3, s4, s5, s6, s7 = s0, s0, s0, s0, s0, s0, s0
+    o0, o1, o2, o3, o4, o5, o6, o7 = xo[0], xo[1], xo[2], xo[3], xo[4], xo[5], xo[6], xo[7]
+    kk = min(hs, ni)
+    for k in range(kk):
+        hb = vbcast(hf, k)
+        p = ro + k * 128
+        a0 = vfma(hb, vload(rp, p), a0)
+        w = vload(wp, wo + k * 16)
+        a1 = vfma(hb, vload(rp, p + 16), a1)
+        s0 = vfma(vbcast(xf, o0 + k), w, s0)
+        a2 = vfma(hb, vload(rp, p + 32), a2)
+        s1 = vfma(vbcast(xf, o1 + k), w, s1)
+        a3 = vfma(hb, vload(rp, p + 48), a3)
+        s2 = vfma(vbcast(xf, o2 + k), w, s2)
+        a4 = vfma(hb, vload(rp, p + 64), a4)
+        s3 = vfma(vbcast(xf, o3 + k), w, s3)
+        a5 = vfma(hb, vload(rp, p + 80), a5)
+        s4 = vfma(vbcast(xf, o4 + k), w, s4)
+        a6 = vfma(hb, vload(rp, p + 96), a6)
+        s5 = vfma(vbcast(xf, o5 + k), w, s5)
+        a7 = vfma(hb, vload(rp, p + 112), a7)
+        s6 = vfma(vbcast(xf, o6 + k), w, s6)
+        s7 = vfma(vbcast(xf, o7 + k), w, s7)
+    for k in range(kk, hs):
+        hb = vbcast(hf, k)
+        p = ro + k * 128
+        a0 = vfma(hb, vload(rp, p), a0)
+        a1 = vfma(hb, vload(rp, p + 16), a1)
+        a2 = vfma(hb, vload(rp, p + 32), a2)
+        a3 = vfma(hb, vload(rp, p + 48), a3)
+        a4 = vfma(hb, vload(rp, p + 64), a4)
+        a5 = vfma(hb, vload(rp, p + 80), a5)
+        a6 = vfma(hb, vload(rp, p + 96), a6)
+        a7 = vfma(hb, vload(rp, p + 112), a7)
+    for k in range(kk, ni):
+        w = vload(wp, wo + k * 16)
+        s0 = vfma(vbcast(xf, o0 + k), w, s0)
+        s1 = vfma(vbcast(xf, o1 + k), w, s1)
+        s2 = vfma(vbcast(xf, o2 + k), w, s2)
+        s3 = vfma(vbcast(xf, o3 + k), w, s3)
+        s4 = vfma(vbcast(xf, o4 + k), w, s4)
+        s5 = vfma(vbcast(xf, o5 + k), w, s5)
+        s6 = vfma(vbcast(xf, o6 + k), w, s6)
+        s7 = vfma(vbcast(xf, o7 + k), w, s7)
+    return (a0, a1, a2, a3, a4, a5, a6, a7), (s0, s1, s2, s3, s4, s5, s6, s7)
+
+
+@njit(**_JIT)
+def _store8(out, o, stride, a):
+    a0, a1, a2, a3, a4, a5, a6, a7 = a
+    vstore(out, o, a0)
+    vstore(out, o + stride, a1)
+    vstore(out, o + 2 * stride, a2)
+    vstore(out, o + 3 * stride, a3)
+    vstore(out, o + 4 * stride, a4)
+    vstore(out, o + 5 * stride, a5)
+    vstore(out, o + 6 * stride, a6)
+    vstore(out, o + 7 * stride, a7)
+
+
+@njit(**_JIT)
+def _vec1(hf, hs, rp, ro, init, io, g, go):
+    """g[go:go+16] = init[io:io+16] + h @ R^T for one vector (R^T panel [k][16] at rp[ro:])."""
+    a0 = vload(init, io)
+    a1 = vzero()
+    k = 0
+    while k + 1 < hs:
+        a0 = vfma(vbcast(hf, k), vload(rp, ro + k * 16), a0)
+        a1 = vfma(vbcast(hf, k + 1), vload(rp, ro + k * 16 + 16), a1)
+        k += 2
+    if k < hs:
+        a0 = vfma(vbcast(hf, k), vload(rp, ro + k * 16), a0)
+    vstore(g, go, vadd(a0, a1))
+
+
+@njit(**_JIT)
+def _side1(xf, xo, ni, wp, wo, bv, bo, xw, xwo, stride):
+    """One input-projection tile (8 rows x 16 columns) on its own."""
+    s0 = vload(bv, bo)
+    s1, s2, s3, s4, s5, s6, s7 = s0, s0, s0, s0, s0, s0, s0
+    o0, o1, o2, o3, o4, o5, o6, o7 = xo[0], xo[1], xo[2], xo[3], xo[4], xo[5], xo[6], xo[7]
+    for k in range(ni):
+        w = vload(wp, wo + k * 16)
+        s0 = vfma(vbcast(xf, o0 + k), w, s0)
+        s1 = vfma(vbcast(xf, o1 + k), w, s1)
+        s2 = vfma(vbcast(xf, o2 + k), w, s2)
+        s3 = vfma(vbcast(xf, o3 + k), w, s3)
+        s4 = vfma(vbcast(xf, o4 + k), w, s4)
+        s5 = vfma(vbcast(xf, o5 + k), w, s5)
+        s6 = vfma(vbcast(xf, o6 + k), w, s6)
+        s7 = vfma(vbcast(xf, o7 + k), w, s7)
+    _store8(xw, xwo, stride, (s0, s1, s2, s3, s4, s5, s6, s7))
+
+
+@njit(**_JIT)
+def _block_rows(xo, blk, n, ni, reverse):
+    """x offsets of the 8 processing-order rows of block `blk` (rows past n repeat row n-1)."""
+    for i in range(SB):
+        p = min(blk * SB + i, n - 1)
+        xo[i] = _time(p, n, reverse) * ni
+
+
+@njit(**_JIT)
+def _gemv_step(hf, hs, rp, init, io, g, xf, xo, ni, wp, bv, xw, side, j, nv,
+               ng, pp, hp, cf, hn, xio):
+    """g = init[io:io+G] + h @ R^T, and each hidden block's gates (ng = 4: LSTM, 3: GRU) as
+    soon as the chunk that completes it is stored (the new h goes to hn); with side >= 0,
+    also the input-projection tiles of block `side` whose column vector is j*nch + q (one
+    per chunk q)."""
+    done = 0
+    nfull = nv // CV
+    nch = -(-nv // CV)
+    G = nv * 16
+    for q in range(nfull):
+        v = j * nch + q
+        ro = q * hs * CV * 16
+        if side >= 0 and v < nv:
+            a, s = _chunk_side(hf, hs, rp, ro, init, io + q * CV * 16, xf, xo, ni,
+                               wp, v * ni * 16, bv, v * 16)
+            _store8(xw, (side % 2) * SB * G + v * 16, G, s)
+        else:
+            a = _chunk(hf, hs, rp, ro, init, io + q * CV * 16)
+        _store8(g, q * CV * 16, 16, a)
+        done = _gates(g, done, (q + 1) * CV // ng, ng, pp, hp, cf, hf, hn, xw, xio)
+    base = nfull * hs * CV * 16
+    for v in range(nfull * CV, nv):
+        _vec1(hf, hs, rp, base + (v - nfull * CV) * hs * 16, init, io + v * 16, g, v * 16)
+    _gates(g, done, hp // 16, ng, pp, hp, cf, hf, hn, xw, xio)
+    if side >= 0:
+        for q in range(nfull, nch):
+            v = j * nch + q
+            if v < nv:
+                _side1(xf, xo, ni, wp, v * ni * 16, bv, v * 16, xw, (side % 2) * SB * G + v * 16, G)
+
+
+@njit(**_JIT)
+def _gates(g, lo, hi, ng, pp, hp, cf, hf, hn, xw, xio):
+    """Gates of hidden blocks lo..hi-1; returns hi."""
+    for blk in range(lo, hi):
+        if ng == 4:
+            _lstm_block(g, blk, pp, hp, cf, hn)
+        else:
+            _gru_block(g, blk, xw, xio, hf, hn)
+    return max(lo, hi)
+
+
+@njit(cache=True, inline="always")
+def _row(s, G):
+    """Offset of processing-order row s in the two-block ring of X @ W^T rows."""
+    return ((s // SB) % 2) * SB * G + (s % SB) * G
+
+
+@njit(**_JIT)
+def _first_block(xf, xo, n, ni, reverse, wp, bv, xw, nv):
+    """Rows 0..7 (processing order) of X @ W^T + bias, before the first step."""
+    _block_rows(xo, 0, n, ni, reverse)
+    if n >= SB:
+        for v in range(nv):
+            _side1(xf, xo, ni, wp, v * ni * 16, bv, v * 16, xw, v * 16, nv * 16)
+        return
+    for i in range(n):      # a short sequence (a streaming cell: one step a call): its rows only
+        for v in range(nv):
+            a0 = vload(bv, v * 16)
+            a1 = vzero()
+            wo = v * ni * 16
+            k = 0
+            while k + 1 < ni:
+                a0 = vfma(vbcast(xf, xo[i] + k), vload(wp, wo + k * 16), a0)
+                a1 = vfma(vbcast(xf, xo[i] + k + 1), vload(wp, wo + k * 16 + 16), a1)
+                k += 2
+            if k < ni:
+                a0 = vfma(vbcast(xf, xo[i] + k), vload(wp, wo + k * 16), a0)
+            vstore(xw, i * nv * 16 + v * 16, vadd(a0, a1))
+
+
+@njit(**_JIT)
+def _interleaved_bias(b, d, hs, hp, gates, both):
+    """Bias in interleaved columns: W's bias plus, for the gates < `both`, R's."""
+    bv = np.zeros(gates * hp, np.float32)
+    for blk in range(hp // 16):
+        for gt in range(gates):
+            for lane in range(16):
+                u = blk * 16 + lane
+                if u < hs:
+                    v = b[d, gt * hs + u]
+                    if gt < both:
+                        v += b[d, (gates + gt) * hs + u]
+                    bv[(blk * gates + gt) * 16 + lane] = v
+    return bv
+
+
+@njit(**_JIT)
+def _y_row(y, t, d, hn, hs):
+    for j in range(hs):
+        y[t, d, 0, j] = hn[j]
+
+
+# ---- LSTM -------------------------------------------------------------------------------------
+@njit(**_JIT)
+def _lstm_block(g, blk, pp, hp, cf, hn):
+    """Gates (i, o, f, c) of hidden block `blk` from g (interleaved) -> c, new h."""
+    o = blk * 16
+    q = blk * 64
+    cv = vload(cf, o)
+    gi = _vsigmoid(vfma(vload(pp, o), cv, vload(g, q)))
+    gf = _vsigmoid(vfma(vload(pp, 2 * hp + o), cv, vload(g, q + 32)))
+    gc = _vtanh(vload(g, q + 48))
+    cv = vfma(gf, cv, vmul(gi, gc))
+    go = _vsigmoid(vfma(vload(pp, hp + o), cv, vload(g, q + 16)))
+    vstore(cf, o, cv)
+    vstore(hn, o, vmul(go, _vtanh(cv)))
+
+
+@njit(**_JIT)
+def lstm_seq(x, wp, rp, b, h0, c0, p, lens, rev):
+    """ONNX LSTM, batch 1, default activations, no clip, float32; wp = pack_w(W, 4),
+    rp = pack_r(R, 4). -> (Y, Y_h, Y_c)."""
+    seq, ni = x.shape[0], x.shape[2]
+    nd, hs = wp.shape[0], h0.shape[2]
+    hp = -(-hs // 16) * 16
+    nv = 4 * hp // 16
+    G = nv * 16
+    _check_lens(lens, seq)
+    n = lens[0]
+    xf = np.ascontiguousarray(x).ravel()
+    y = np.empty((seq, nd, 1, hs), np.float32)
+    y[n:] = 0.0
+    yh = np.empty((nd, 1, hs), np.float32)
+    yc = np.empty((nd, 1, hs), np.float32)
+    xw = np.empty(2 * SB * G, np.float32)   # ring: the block in use, the next one
+    g = np.empty(G, np.float32)
+    xo = np.zeros(SB, np.int64)
+    pp = np.zeros(3 * hp, np.float32)
+    ha = np.zeros(hp, np.float32)
+    hb = np.zeros(hp, np.float32)
+    cf = np.zeros(hp, np.float32)
+    for d in range(nd):
+        reverse = rev or d == 1
+        wpd, rpd = wp[d], rp[d]
+        bv = _interleaved_bias(b, d, hs, hp, 4, 4)
+        for q in range(3):
+            for j in range(hs):
+                pp[q * hp + j] = p[d, q * hs + j]
+        for j in range(hs):
+            ha[j] = h0[d, 0, j]
+            cf[j] = c0[d, 0, j]
+        if n > 0:
+            _first_block(xf, xo, n, ni, reverse, wpd, bv, xw, nv)
+        for s in range(n):
+            j = s % SB
+            side = s // SB + 1
+            if side * SB >= n:
+                side = -1
+            elif j == 0:
+                _block_rows(xo, side, n, ni, reverse)
+            _gemv_step(ha, hs, rpd, xw, _row(s, G), g, xf, xo, ni, wpd, bv, xw, side, j, nv,
+                       4, pp, hp, cf, hb, 0)
+            _y_row(y, _time(s, n, reverse), d, hb, hs)
+            ha, hb = hb, ha
+        for j in range(hs):     # an empty sequence (length 0) gives zero states, as ORT's
+            yh[d, 0, j] = ha[j] if n > 0 else 0.0
+            yc[d, 0, j] = cf[j] if n > 0 else 0.0
+    return y, yh, yc
+
+
+# ---- GRU (linear_before_reset=1) ------------------------------------------------------------
+@njit(**_JIT)
+def _gru_block(g, blk, xw, io, hf, hn):
+    """Gates (z, r, h) of hidden block `blk`: h' = n + z (h - n), n = tanh(xn + r * hr)."""
+    o = blk * 16
+    q = blk * 48
+    z = _vsigmoid(vload(g, q))
+    r = _vsigmoid(vload(g, q + 16))
+    nn = _vtanh(vfma(r, vload(g, q + 32), vload(xw, io + q + 32)))
+    vstore(hn, o, vfma(z, vsub(vload(hf, o), nn), nn))
+
+
+@njit(**_JIT)
+def gru_seq(x, wp, rp, b, h0, lens, rev):
+    """ONNX GRU with linear_before_reset=1, batch 1, default activations, no clip, float32;
+    wp = pack_w(W, 3), rp = pack_r(R, 3). -> (Y, Y_h)."""
+    seq, ni = x.shape[0], x.shape[2]
+    nd, hs = wp.shape[0], h0.shape[2]
+    hp = -(-hs // 16) * 16
+    nv = 3 * hp // 16
+    G = nv * 16
+    _check_lens(lens, seq)
+    n = lens[0]
+    xf = np.ascontiguousarray(x).ravel()
+    y = np.empty((seq, nd, 1, hs), np.float32)
+    y[n:] = 0.0
+    yh = np.empty((nd, 1, hs), np.float32)
+    xw = np.empty(2 * SB * G, np.float32)   # ring: the block in use, the next one
+    g = np.empty(G, np.float32)
+    ini = np.zeros(G, np.float32)
+    xo = np.zeros(SB, np.int64)
+    ha = np.zeros(hp, np.float32)
+    hb = np.zeros(hp, np.float32)
+    for d in range(nd):
+        reverse = rev or d == 1
+        wpd, rpd = wp[d], rp[d]
+        # z, r: X W^T + Wb + Rb; h: X W^T + Wb (Rb_h goes inside r * (.): the GEMV's init)
+        bv = _interleaved_bias(b, d, hs, hp, 3, 2)
+        for blk in range(hp // 16):
+            for lane in range(16):
+                u = blk * 16 + lane
+                ini[blk * 48 + 32 + lane] = b[d, 5 * hs + u] if u < hs else 0.0
+        for j in range(hs):
+            ha[j] = h0[d, 0, j]
+        if n > 0:
+            _first_block(xf, xo, n, ni, reverse, wpd, bv, xw, nv)
+        for s in range(n):
+            j = s % SB
+            side = s // SB + 1
+            if side * SB >= n:
+                side = -1
+            elif j == 0:
+                _block_rows(xo, side, n, ni, reverse)
+            io = _row(s, G)
+            for blk in range(hp // 16):
+                vstore(ini, blk * 48, vload(xw, io + blk * 48))
+                vstore(ini, blk * 48 + 16, vload(xw, io + blk * 48 + 16))
+            _gemv_step(ha, hs, rpd, ini, 0, g, xf, xo, ni, wpd, bv, xw, side, j, nv,
+                       3, ini, hp, ini, hb, io)
+            _y_row(y, _time(s, n, reverse), d, hb, hs)
+            ha, hb = hb, ha
+        for j in range(hs):
+            yh[d, 0, j] = ha[j] if n > 0 else 0.0
+    return y, yh
