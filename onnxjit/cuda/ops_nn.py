@@ -52,7 +52,7 @@ def MatMul(ctx, a, b):
         ctx.fail(str(exc))
     A, B = plan.a_pre, plan.b_pre
     m, k, n = A[-2], A[-1], B[-1]
-    full = tuple(max(x, y) for x, y in zip(A[:-2], B[:-2]))
+    full = tuple(y if x == 1 else x for x, y in zip(A[:-2], B[:-2]))   # 1 broadcasts to 0
     if prod(B[:-2]) == 1 and prod(A[:-2]) > 1:   # weights shared by every batch: one tall GEMM
         m, full = prod(A[:-1]), ()
     aoff = _batch_offsets(A[:-2], full, m * k) if full else [0]

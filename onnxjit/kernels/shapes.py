@@ -168,12 +168,17 @@ def matmul_plan(a_shape: Sequence[int], b_shape: Sequence[int]) -> MatmulPlan:
     for x, y in zip(a[:-2], b[:-2]):
         if x != y and 1 not in (x, y):
             raise ValueError(f"matmul: incompatible batch dims {a_shape} x {b_shape}")
-        batch.append(max(x, y))
+        batch.append(y if x == 1 else x)      # a 1 broadcasts to 0 too (not max)
+    total = _prod(batch)
     sides = []
     for s in (a, b):
         n = _prod(s[:-2])
+        if total == 0:      # an empty batch: both sides take it (matmul3 broadcasts only a 1)
+            full = None if s[:-2] == batch else tuple(batch + s[-2:])
+            sides.append((tuple(s), full, (0, s[-2], s[-1])))
+            continue
         full = None if s[:-2] == batch or n == 1 else tuple(batch + s[-2:])
-        sides.append((tuple(s), full, (_prod(batch) if n > 1 else 1, s[-2], s[-1])))
+        sides.append((tuple(s), full, (total if n > 1 else 1, s[-2], s[-1])))
     out = batch + ([] if a_vec else [a[-2]]) + ([] if b_vec else [b[-1]])
     return MatmulPlan(*sides[0], *sides[1], tuple(out))
 
