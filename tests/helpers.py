@@ -1,6 +1,7 @@
 """The tests' shared harness: one-node model builders (node_model, model_of, one_node), the
 checker against onnx's ReferenceEvaluator with per-dtype tolerances (check_reference,
 assert_outputs_match, TOLERANCES), and a Numba disk-cache probe."""
+import ml_dtypes
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
@@ -63,8 +64,9 @@ def model_of(op, inputs, consts=None, attrs=None, opset=21, n_out=1):
 
 
 # (rtol, atol) per output dtype for check_reference / assert_outputs_match; every other dtype
-# (integers, bool, strings) compares exactly. float16's rtol is about its machine epsilon.
+# (integers, bool, strings) compares exactly. Narrow floats' rtol is about their machine epsilon.
 TOLERANCES = {
+    np.dtype(ml_dtypes.bfloat16): (1e-2, 1e-3),
     np.dtype(np.float16): (1e-3, 1e-4),
     np.dtype(np.float32): (1e-5, 1e-6),
     np.dtype(np.float64): (1e-12, 1e-13),
@@ -73,22 +75,28 @@ TOLERANCES = {
 }
 
 
-def one_node(op, inputs, n_out=1, opset=21, consts=None, domain="", **attrs):
+def one_node(op, inputs, n_out=1, opset=21, consts=None, domain="", outputs=None, opsets=None,
+             **attrs):
     """A one-node model by input names: `inputs` {name: array} are graph inputs, then `consts`
-    {name: array} initializers, in that order on the node; an input named "" or starting with
-    "_skip" is a left-out optional input. Outputs y0, y1, ... have no declared type."""
+    {name: array} initializers, in that order on the node; an input whose array is None, or whose
+    name is "" or starts with "_skip", is a left-out optional input. Outputs: `outputs` (names) or
+    y0, y1, ... (`n_out` of them), no declared type. Opsets: `opsets` ((domain, version), ...), else
+    `opset` for ai.onnx (and version 1 of `domain`, if any)."""
     consts = consts or {}
-    names = [("" if k.startswith("_skip") else k) for k in list(inputs) + list(consts)]
-    outs = [f"y{i}" for i in range(n_out)]
+    absent = {k for k, v in inputs.items() if v is None or not k or k.startswith("_skip")}
+    names = [("" if k in absent else k) for k in inputs] + [
+        ("" if k.startswith("_skip") else k) for k in consts]
+    outs = list(outputs) if outputs is not None else [f"y{i}" for i in range(n_out)]
     node = helper.make_node(op, names, outs, domain=domain or None, **attrs)
     graph = helper.make_graph(
         [node], "g",
         [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-         for k, v in inputs.items() if k and not k.startswith("_skip")],
+         for k, v in inputs.items() if k not in absent],
         [helper.make_tensor_value_info(o, 0, None) for o in outs],
         [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
-    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
-    return helper.make_model(graph, opset_imports=opsets)
+    if opsets is None:
+        opsets = [("", opset)] + ([(domain, 1)] if domain else [])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
 
 
 def assert_outputs_match(got, expected, rtol=None, atol=None, same_dtype=True):
@@ -101,7 +109,9 @@ def assert_outputs_match(got, expected, rtol=None, atol=None, same_dtype=True):
         assert g.dtype == e.dtype or not same_dtype, (i, g.dtype, e.dtype)
         if e.dtype in TOLERANCES:
             default_rtol, default_atol = TOLERANCES[e.dtype]
-            np.testing.assert_allclose(g, e, rtol=default_rtol if rtol is None else rtol,
+            wide = np.complex128 if e.dtype.kind == "c" else np.float64
+            np.testing.assert_allclose(g.astype(wide), e.astype(wide),
+                                       rtol=default_rtol if rtol is None else rtol,
                                        atol=default_atol if atol is None else atol, err_msg=f"output {i}")
         else:
             np.testing.assert_array_equal(g, e, err_msg=f"output {i}")
@@ -113,6 +123,8 @@ def check_reference(model, feeds, atol=None, rtol=None, same_dtype=True, expecte
     from onnx.reference import ReferenceEvaluator
 
     import onnxjit.backend
+    if isinstance(feeds, dict):       # a None value: an optional input left out
+        feeds = {k: v for k, v in feeds.items() if v is not None}
     named = feeds if isinstance(feeds, dict) else {i.name: a for i, a in zip(model.graph.input, feeds)}
     if expected is None:
         expected = ReferenceEvaluator(model).run(None, named)

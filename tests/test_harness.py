@@ -15,9 +15,12 @@ from onnxjit.ir import input_specs
 def test_float_tolerance_is_per_dtype(dtype):
     rtol, atol = TOLERANCES[dtype]
     e = np.array([1.0, -2.0, 3.0], dtype)
-    assert_outputs_match([e * (1 + rtol / 4)], [e])                  # inside the dtype's tolerance
+    wide = e.astype(np.complex128 if dtype.kind == "c" else np.float64)
+    inside = (wide * (1 + rtol / 2)).astype(dtype)        # rounded to the dtype: still inside
+    assert not np.array_equal(inside, e)
+    assert_outputs_match([inside], [e])
     with pytest.raises(AssertionError):
-        assert_outputs_match([e * (1 + rtol * 20)], [e])             # outside it
+        assert_outputs_match([(wide * (1 + rtol * 20)).astype(dtype)], [e])   # outside it
 
 
 def test_other_dtypes_compare_exactly_and_mismatches_fail():
@@ -46,6 +49,12 @@ def test_one_node_builds_inputs_initializers_and_absent_inputs():
     assert [i.name for i in model.graph.input] == ["x"]
     assert [t.name for t in model.graph.initializer] == ["s", "_skip_zp"]
     assert model.opset_import[0].version == 21
+    model = one_node("Dropout", {"x": x, "ratio": None, "training_mode": np.bool_(True)},
+                     outputs=["y", "mask"], opsets=(("", 13),), seed=1)
+    assert list(model.graph.node[0].input) == ["x", "", "training_mode"]
+    assert [i.name for i in model.graph.input] == ["x", "training_mode"]
+    assert list(model.graph.node[0].output) == ["y", "mask"]
+    assert [(o.domain, o.version) for o in model.opset_import] == [("", 13)]
 
 
 def _model():

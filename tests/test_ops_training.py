@@ -7,6 +7,7 @@ from onnx.helper import np_dtype_to_tensor_dtype
 from onnx.reference import ReferenceEvaluator
 
 import onnxjit.backend
+from helpers import check_reference, one_node
 from onnxjit.errors import LoweringError
 
 F32, F64 = np.float32, np.float64
@@ -14,26 +15,13 @@ TRAINING = "ai.onnx.preview.training"
 
 
 def _model(op, inputs, outputs, domain="", opsets=(("", 21),), **attrs):
-    names = [k if v is not None else "" for k, v in inputs.items()]
-    node = helper.make_node(op, names, list(outputs), domain=domain, **attrs)
-    graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info(k, np_dtype_to_tensor_dtype(v.dtype), v.shape)
-         for k, v in inputs.items() if v is not None],
-        [helper.make_empty_tensor_value_info(o) for o in outputs])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+    """A one-node model (tests/helpers.one_node); an input whose array is None is left out."""
+    return one_node(op, inputs, outputs=outputs, domain=domain, opsets=opsets, **attrs)
 
 
 def _check(model, inputs, tol=1e-5):
-    feeds = {k: v for k, v in inputs.items() if v is not None}
-    expected = ReferenceEvaluator(model).run(None, feeds)
-    got = onnxjit.backend.prepare(model).run(feeds)
-    assert len(got) == len(expected)
-    for g, e in zip(got, expected):
-        e = np.asarray(e)
-        assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, e.shape, g.dtype, e.dtype)
-        np.testing.assert_allclose(g, e, rtol=tol, atol=tol)
-    return got
+    """onnxjit against onnx's reference (tests/helpers.check_reference), within `tol`."""
+    return check_reference(model, inputs, rtol=tol, atol=tol)
 
 
 def _rand(shape, dtype=F32, seed=0):
