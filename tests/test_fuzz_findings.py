@@ -41,3 +41,26 @@ def test_matmul_batch_of_one_against_an_empty_batch(dtype):
     for i, (g, w) in enumerate(zip(got, want)):
         assert g.shape == w.shape and g.dtype == w.dtype, (i, g.shape, w.shape)
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("sa, sb", [((5,), (2, 4, 1)), ((3, 5), (4,)), ((2, 3, 5), (2, 4, 6)),
+                                    ((0, 3, 5), (4, 2))])
+def test_matmul_inner_dims_that_differ_are_refused(sa, sb):
+    """seed 5 case 35: MatMul of float[5] (declared symbolic) by float[2,4,1] reached the kernel,
+    whose np.dot raised ValueError('incompatible array sizes'); the reference and ONNX Runtime
+    refuse it too. It is refused while the signature is specialized, naming the node."""
+    from onnxjit.errors import OnnxJitError
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")], "inner",
+        [helper.make_tensor_value_info("a", elem, ["d"] * len(sa)),
+         helper.make_tensor_value_info("b", elem, list(sb))],
+        [helper.make_tensor_value_info("y", elem, None)]),
+        opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    feeds = {"a": np.ones(sa, np.float32), "b": np.ones(sb, np.float32)}
+    with pytest.raises((TypeError, ValueError)):      # the reference refuses it
+        ReferenceEvaluator(model).run(None, feeds)
+    rep = backend.prepare(model)
+    with pytest.raises(OnnxJitError, match="'mm'.*inner dims"):
+        rep.run(feeds)

@@ -164,6 +164,9 @@ def matmul_plan(a_shape: Sequence[int], b_shape: Sequence[int]) -> MatmulPlan:
     b = b + [1] if b_vec else b
     r = max(len(a), len(b))
     a, b = [1] * (r - len(a)) + a, [1] * (r - len(b)) + b
+    if a[-1] != b[-2]:
+        raise ValueError(f"matmul: {list(a_shape)} x {list(b_shape)}: the inner dims "
+                         f"({a[-1]} and {b[-2]}) differ")
     batch = []
     for x, y in zip(a[:-2], b[:-2]):
         if x != y and 1 not in (x, y):
