@@ -1,6 +1,9 @@
 """Fuzz onnxjit against onnx's reference evaluator (ONNX Runtime breaking ties).
 
-    python -m onnxjit.fuzz [--cases N] [--seed S] [--jobs J] [--timeout T] [--json FILE]
+    python -m onnxjit.fuzz [--cases N] [--seed S] [--start I] [--jobs J] [--timeout T]
+                           [--json FILE] [--save DIR] [--budget SECONDS]
+    python -m onnxjit.fuzz --seed S --case I [--case I2 ...] -v    # rerun cases by (seed, index)
+    python -m onnxjit.fuzz --seed S --case I --show                # print a case, run nothing
 
 Cases are the backend suite's node models (onnx.backend.test.case.node), mutated: odd and
 zero-size dimensions (the declared shapes made symbolic), NaN, +-Inf, huge and out-of-range
@@ -26,6 +29,24 @@ IndexError("Op: ... out of range") a compiled kernel raises for an index out of 
 
 The last four are findings; the exit status is 1 when there is any. This module is a tool:
 nothing in the library imports it.
+
+A long campaign on a 16-core machine (one worker ran 300 cases in 200-320 s on warm caches on
+the 2-core dev VM; a cold cache compiles the library kernels first):
+
+    python -m onnxjit.fuzz --cases 300 --seed 1 --jobs 16            # warms the disk caches
+    python -m onnxjit.fuzz --cases 20000 --seed 7 --jobs 16 --timeout 60 --budget 14400 \
+        --json fuzz_seed7.json --save fuzz_seed7
+
+Each worker runs Numba on `--threads` threads (default: the cores over the jobs, at least 2 so
+that the kernels' splits between threads are exercised; NUMBA_NUM_THREADS in the environment
+wins), so workers do not oversubscribe the machine and turn slow runs into HANGs. `--json` is
+rewritten every minute while the campaign runs ("complete": false until it ends, and after
+Ctrl-C, SIGTERM or --budget): the count of every outcome, then "findings" (for each: seed, index, kind,
+base model, mutation, outcome, detail, onnxjit's traceback, the model as onnx.printer text, the
+inputs' shapes and dtypes, and the command that reruns it), then every case's result. A case is
+rebuilt from (seed, index) alone, so a finding reruns with `--seed S --case I -v` (workers print,
+and the traceback is shown), or is printed with `--show`; `--save DIR` also writes each
+finding's model (.onnx) and inputs (.npz).
 """
 from __future__ import annotations
 
@@ -35,7 +56,9 @@ import json
 import multiprocessing
 import os
 import re
+import signal
 import sys
+import threading
 import time
 import traceback
 from multiprocessing.connection import wait as wait_any
@@ -724,6 +747,12 @@ def main(argv=None):
     parser.add_argument("--cases", type=int, default=200, help="how many cases (default 200)")
     parser.add_argument("--seed", type=int, default=0, help="the campaign's seed (default 0)")
     parser.add_argument("--start", type=int, default=0, help="first case index (default 0)")
+    parser.add_argument("--case", type=int, action="append", metavar="I",
+                        help="run only case I of the seed (repeatable): reruns a finding")
+    parser.add_argument("--show", action="store_true",
+                        help="print the cases (model text, inputs) and run nothing")
+    parser.add_argument("--threads", type=int,
+                        help="Numba threads per worker (default: cores // jobs, at least 2)")
     parser.add_argument("--jobs", "-j", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds for the reference and for ORT (default 60)")
@@ -738,33 +767,112 @@ def main(argv=None):
                         help="print each case, and let workers print to the terminal")
     args = parser.parse_args(argv)
 
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)     # `timeout` and `kill` end a campaign cleanly
     start = time.monotonic()
-    cases = [make_case(args.seed, i) for i in range(args.start, args.start + args.cases)]
+    indices = args.case or range(args.start, args.start + args.cases)
+    try:
+        cases = [make_case(args.seed, i) for i in indices]
+    except KeyboardInterrupt:
+        return 130
     by_index = {c["index"]: c for c in cases}
+    if args.show:
+        for case in cases:
+            print(f"# seed {args.seed} case {case['index']}: {case['kind']} {case.get('base', '')}"
+                  f" ({case['note']})")
+            print(describe_case(case)["model"] if case["model"] is not None else "(no case)")
+            print("inputs:", describe_case(case)["inputs"] if case["model"] is not None else [])
+        return 0
+    threads = args.threads or max(2, (os.cpu_count() or 1) // max(1, args.jobs))
+    os.environ.setdefault("NUMBA_NUM_THREADS", str(threads))   # the spawned workers read it
+    done_results = []
+    last_write = [time.monotonic()]
+
+    def write_json(complete):
+        if args.json:
+            _write_json(args.json, args, done_results, by_index, time.monotonic() - start,
+                        complete)
+            last_write[0] = time.monotonic()
 
     def progress(result, done, total):
+        done_results.append(result)
         finding = result["outcome"] in FINDINGS
         if args.verbose or finding or done % 50 == 0:
             print(f"[{done}/{total}] #{result['index']} {result['kind']:6} {result['base']}: "
                   f"{result['outcome']} {result['detail'][:200]}  ({result['mutation'][:120]})",
                   flush=True)
+            if finding:
+                print(f"    rerun: {rerun_command(args.seed, result['index'])}", flush=True)
+        if finding and args.verbose and result.get("traceback"):
+            print(result["traceback"], flush=True)
         if finding and args.save:
             _save(args.save, by_index[result["index"]], result)
+        if time.monotonic() - last_write[0] > 60:
+            write_json(False)
 
-    results = run_cases(cases, args.jobs, args.timeout, args.prepare_timeout,
-                        quiet=not args.verbose, progress=progress, budget=args.budget)
+    try:
+        results = run_cases(cases, args.jobs, args.timeout, args.prepare_timeout,
+                            quiet=not args.verbose, progress=progress, budget=args.budget)
+    except KeyboardInterrupt:
+        write_json(False)
+        print(f"interrupted after {len(done_results)} cases"
+              + (f"; what ran is in {args.json}" if args.json else ""))
+        return 130
+    done_results[:] = results
     counts = summarize(results)
     seconds = time.monotonic() - start
-    print(f"onnxjit fuzz: seed {args.seed}, {len(results)} cases from {args.start}, "
-          f"{args.jobs} worker(s), {seconds:.0f} s")
+    print(f"onnxjit fuzz: seed {args.seed}, {len(results)} cases "
+          f"{'(' + ', '.join(map(str, args.case)) + ')' if args.case else f'from {args.start}'}, "
+          f"{args.jobs} worker(s) of {os.environ['NUMBA_NUM_THREADS']} thread(s), {seconds:.0f} s")
     for outcome in OUTCOMES:
         print(f"  {outcome:14} {counts.get(outcome, 0)}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"seed": args.seed, "start": args.start, "cases": len(results),
-                       "seconds": round(seconds, 1), "counts": dict(counts),
-                       "results": results}, f, indent=1)
+    write_json(len(results) == len(cases))
     return 1 if any(counts.get(k) for k in FINDINGS) else 0
+
+
+def rerun_command(seed, index):
+    """The command that runs case `index` of `seed` again, alone."""
+    return f"python -m onnxjit.fuzz --seed {seed} --case {index} -v"
+
+
+def describe_case(case):
+    """The case's model as onnx.printer text and its inputs' shapes and dtypes."""
+    import onnx
+    model = onnx.ModelProto.FromString(case["model"])
+    try:
+        text = onnx.printer.to_text(model)
+    except Exception as exc:       # noqa: BLE001  (a model the printer cannot print)
+        text = f"(onnx.printer failed: {exc}) {model.graph.node}"
+    return {"model": text[:8000],
+            "inputs": [{"shape": list(a.shape), "dtype": str(a.dtype)} if isinstance(a, np.ndarray)
+                       else {"type": type(a).__name__} for a in case["inputs"]]}
+
+
+def summary(args, results, by_index, seconds, complete):
+    """The --json document: the run's settings, counts of every outcome, findings, results."""
+    counts = summarize(results)
+    findings = []
+    for r in results:
+        if r["outcome"] in FINDINGS:
+            case = by_index[r["index"]]
+            findings.append(dict(r, seed=args.seed, rerun=rerun_command(args.seed, r["index"]),
+                                 **describe_case(case)))
+    return {"seed": args.seed, "start": args.start, "case_indices": args.case,
+            "jobs": args.jobs, "timeout": args.timeout, "prepare_timeout": args.prepare_timeout,
+            "cases": len(results), "complete": complete, "seconds": round(seconds, 1),
+            "counts": {k: counts.get(k, 0) for k in OUTCOMES},
+            "findings": findings, "results": results}
+
+
+def _write_json(path, args, results, by_index, seconds, complete):
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(summary(args, sorted(results, key=lambda r: r["index"]), by_index, seconds,
+                          complete), f, indent=1)
+    os.replace(tmp, path)
 
 
 def _save(folder, case, result):

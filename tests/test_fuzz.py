@@ -75,3 +75,48 @@ def test_compare_tells_nan_and_tolerance_apart():
     assert fuzz.compare([a], [np.array([1.0, 0.0, np.inf], np.float32)]) is not None
     assert fuzz.compare([a], [a.astype(np.float64)]) is not None          # dtype
     assert fuzz.compare([np.arange(3)], [np.arange(3)[::-1].copy()]) is not None
+
+
+def test_json_summary_names_each_finding_and_how_to_rerun_it(tmp_path, capsys):
+    """--json's document: every outcome counted, and each finding with its (seed, index), its
+    model and inputs, and a command that rebuilds exactly that case."""
+    import argparse
+    import json
+    import shlex
+    seed, index = 2, 195
+    case = fuzz.make_case(seed, index)
+    args = argparse.Namespace(seed=seed, start=0, case=[index], jobs=16, timeout=60.0,
+                              prepare_timeout=300.0)
+    found = fuzz._result(case, "UNCLEAN", "ValueError: duplicate value in 'axis'", 1.0,
+                         {"traceback": "Traceback ..."})
+    fine = fuzz._result(dict(case, index=7), "agree", "")
+    path = tmp_path / "fuzz.json"
+    fuzz._write_json(str(path), args, [found, fine], {index: case, 7: case}, 3.0, True)
+    doc = json.loads(path.read_text())
+    assert set(doc["counts"]) == set(fuzz.OUTCOMES)
+    assert doc["counts"]["UNCLEAN"] == 1 and doc["counts"]["agree"] == 1 and doc["complete"]
+    (finding,) = doc["findings"]
+    assert (finding["seed"], finding["index"], finding["outcome"]) == (seed, index, "UNCLEAN")
+    assert "ReduceMin" in finding["model"] and finding["traceback"] == "Traceback ..."
+    assert finding["inputs"] == [{"shape": list(a.shape), "dtype": str(a.dtype)}
+                                 for a in case["inputs"]]
+    # The rerun command rebuilds the same case (--show prints it without running anything).
+    argv = shlex.split(finding["rerun"])
+    assert argv[:3] == ["python", "-m", "onnxjit.fuzz"]
+    capsys.readouterr()
+    assert fuzz.main(argv[3:] + ["--show"]) == 0
+    shown = capsys.readouterr().out
+    assert f"seed {seed} case {index}:" in shown and finding["model"].strip() in shown
+
+
+def test_cli_runs_one_case_by_seed_and_index(tmp_path):
+    """`--seed S --case I --json F` runs exactly that case in a worker and writes the summary."""
+    import json
+    index = next(i for i in range(40) if fuzz.make_case(SEED, i)["kind"] == "graph")
+    path = tmp_path / "one.json"
+    code = fuzz.main(["--seed", str(SEED), "--case", str(index), "--json", str(path),
+                      "--prepare-timeout", "600"])
+    doc = json.loads(path.read_text())
+    assert code == 0 and doc["complete"] and doc["case_indices"] == [index]
+    assert [r["index"] for r in doc["results"]] == [index]
+    assert sum(doc["counts"].values()) == 1 and doc["findings"] == []
