@@ -6,5 +6,5 @@ from onnxjit.tools import cli as _cli
 
 if __name__ == "__main__":
     sys.exit(_cli.main())
-else:
+elif __name__ == "onnxjit.__main__":     # not as multiprocessing's __mp_main__
     sys.modules[__name__] = _cli

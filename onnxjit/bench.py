@@ -6,5 +6,5 @@ from onnxjit.tools import bench as _tool
 
 if __name__ == "__main__":
     sys.exit(_tool.main())
-else:
+elif __name__ == "onnxjit.bench":     # not as multiprocessing's __mp_main__
     sys.modules[__name__] = _tool
