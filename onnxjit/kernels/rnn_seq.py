@@ -5,9 +5,11 @@ At batch 1 a step is h (hs) @ R^T (hs, G) plus the gates.  R^T (256 KiB for hidd
 fit L1, so every step streams it from L2: on these cores that stream (~32 B/cycle) is the floor
 of the GEMV, and the FMA units sit half idle.  This kernel uses the idle half and the gaps:
 - gate-interleaved columns: vector v = block * gates + gate holds units 16*block..+16 of one
-  gate, so the GEMV (chunks of 8 vectors, R^T packed [k][128] per chunk) finishes a hidden block's
-  gates every few vectors and the gate math of that block runs right after its chunk, overlapping
-  the next chunk's loads (h is double-buffered: the step's GEMV reads the old h);
+  gate (GEMV in chunks of 8 vectors, R^T packed [k][128] per chunk), so a hidden block's gates
+  are one contiguous run of vectors and the gate math reads them in place after the GEMV (h is
+  double-buffered).  Running each block's gates right after the chunk that completes it was
+  measured slower (hidden 128, input 128: ~350 -> ~380 us a layer): the gate math between
+  chunks stalls the R stream rather than hiding under it;
 - the input projection X @ W^T + bias is not one GEMM up front: rows are computed in blocks of 8
   (processing order) one block ahead, each step doing 1/8 of the next block's columns, one
   8-row x 16-column "side" tile interleaved into each GEMV chunk's k-loop (its W^T panel is
@@ -265,13 +267,9 @@ def _block_rows(xo, blk, n, ni, reverse):
 
 
 @njit(**_JIT)
-def _gemv_step(hf, hs, rp, init, io, g, xf, xo, ni, wp, bv, xw, side, j, nv,
-               ng, pp, hp, cf, hn, xio):
-    """g = init[io:io+G] + h @ R^T, and each hidden block's gates (ng = 4: LSTM, 3: GRU) as
-    soon as the chunk that completes it is stored (the new h goes to hn); with side >= 0,
-    also the input-projection tiles of block `side` whose column vector is j*nch + q (one
-    per chunk q)."""
-    done = 0
+def _gemv_step(hf, hs, rp, init, io, g, xf, xo, ni, wp, bv, xw, side, j, nv):
+    """g = init[io:io+G] + h @ R^T; with side >= 0, also the input-projection tiles of
+    block `side` whose column vector is j*nch + q (one per chunk q)."""
     nfull = nv // CV
     nch = -(-nv // CV)
     G = nv * 16
@@ -285,27 +283,14 @@ def _gemv_step(hf, hs, rp, init, io, g, xf, xo, ni, wp, bv, xw, side, j, nv,
         else:
             a = _chunk(hf, hs, rp, ro, init, io + q * CV * 16)
         _store8(g, q * CV * 16, 16, a)
-        done = _gates(g, done, (q + 1) * CV // ng, ng, pp, hp, cf, hf, hn, xw, xio)
     base = nfull * hs * CV * 16
     for v in range(nfull * CV, nv):
         _vec1(hf, hs, rp, base + (v - nfull * CV) * hs * 16, init, io + v * 16, g, v * 16)
-    _gates(g, done, hp // 16, ng, pp, hp, cf, hf, hn, xw, xio)
     if side >= 0:
         for q in range(nfull, nch):
             v = j * nch + q
             if v < nv:
                 _side1(xf, xo, ni, wp, v * ni * 16, bv, v * 16, xw, (side % 2) * SB * G + v * 16, G)
-
-
-@njit(**_JIT)
-def _gates(g, lo, hi, ng, pp, hp, cf, hf, hn, xw, xio):
-    """Gates of hidden blocks lo..hi-1; returns hi."""
-    for blk in range(lo, hi):
-        if ng == 4:
-            _lstm_block(g, blk, pp, hp, cf, hn)
-        else:
-            _gru_block(g, blk, xw, xio, hf, hn)
-    return max(lo, hi)
 
 
 @njit(cache=True, inline="always")
@@ -417,8 +402,9 @@ def lstm_seq(x, wp, rp, b, h0, c0, p, lens, rev):
                 side = -1
             elif j == 0:
                 _block_rows(xo, side, n, ni, reverse)
-            _gemv_step(ha, hs, rpd, xw, _row(s, G), g, xf, xo, ni, wpd, bv, xw, side, j, nv,
-                       4, pp, hp, cf, hb, 0)
+            _gemv_step(ha, hs, rpd, xw, _row(s, G), g, xf, xo, ni, wpd, bv, xw, side, j, nv)
+            for blk in range(hp // 16):
+                _lstm_block(g, blk, pp, hp, cf, hb)
             _y_row(y, _time(s, n, reverse), d, hb, hs)
             ha, hb = hb, ha
         for j in range(hs):     # an empty sequence (length 0) gives zero states, as ORT's
@@ -484,8 +470,9 @@ def gru_seq(x, wp, rp, b, h0, lens, rev):
             for blk in range(hp // 16):
                 vstore(ini, blk * 48, vload(xw, io + blk * 48))
                 vstore(ini, blk * 48 + 16, vload(xw, io + blk * 48 + 16))
-            _gemv_step(ha, hs, rpd, ini, 0, g, xf, xo, ni, wpd, bv, xw, side, j, nv,
-                       3, ini, hp, ini, hb, io)
+            _gemv_step(ha, hs, rpd, ini, 0, g, xf, xo, ni, wpd, bv, xw, side, j, nv)
+            for blk in range(hp // 16):
+                _gru_block(g, blk, xw, io, ha, hb)
             _y_row(y, _time(s, n, reverse), d, hb, hs)
             ha, hb = hb, ha
         for j in range(hs):
