@@ -2,7 +2,7 @@
 
 ``depthwise_conv(x, w, b, strides, pads, dilations, act)`` takes x (N, C, *S) with 1..3
 spatial dims, w (C, 1, *K), b (C,), ``strides``/``dilations`` k-tuples and ``pads`` a 2k-tuple
-(begin..., end...) as from ``shapes.conv_geometry``; act 0 = none, 1 = Relu (fused).  Arrays
+(begin..., end...) as from ``shapes.conv_geometry``; act 0 = none, 1 = Relu (fused; 2 Clip, 3 HardSwish: kernels/epilogue.py).  Arrays
 must be C-contiguous float32/float64; the output has x's dtype.
 
 Three schemes, all built on long flat loops (LLVM vectorises those; per-row loops over 7..28
@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from .conv import as5d, from5d, pads6, tup3
+from .epilogue import act_run
 from .pool import fill_phases, phase_buffers
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -80,18 +81,9 @@ def _masked_fma_taps(acc, a0, b, s0, o0, o1, o2, mf, m0, m1, m2, w0, w1, w2, nta
             acc[a0 + q] = (bias if first else acc[a0 + q]) + w0 * _sel(mf[m0 + q], b[s0 + q], z)
 
 
-@njit(inline="always", **_JIT)
-def _relu_run(y, d0, n):
-    d0 = np.uint64(d0)
-    z = y.dtype.type(0)
-    for i in range(np.uint64(n)):
-        v = y[d0 + i]
-        y[d0 + i] = v if not v < z else z  # keeps NaN, like max(x, 0) in ONNX Relu
-
-
 # ---------------------------------------------------------------- stride 1, same size
 @njit(**_JIT)
-def _dw_same(x, w, b, p6, d3, act):
+def _dw_same(x, w, b, p6, d3, act, bounds):
     """Stride-1 depthwise conv whose output has the input's spatial shape (masked taps)."""
     N, C, D, H, W = x.shape
     KD, KH, KW = w.shape[2], w.shape[3], w.shape[4]
@@ -146,8 +138,7 @@ def _dw_same(x, w, b, p6, d3, act):
                     if masks[t, q] and 0 <= i < xf.size:
                         acc += wf[c, t] * xf[i]
                 y[s0 + q] = acc
-        if act == 1:
-            _relu_run(y, s0, P)
+        act_run(y, s0, P, act, bounds)
     return y.reshape(x.shape)
 
 
@@ -167,7 +158,7 @@ def deinterleave(xf, out):
 
 
 @njit(**_JIT)
-def _dw_s2(x, w, b, p6, d3, o3, act):
+def _dw_s2(x, w, b, p6, d3, o3, act, bounds):
     """Depthwise conv with stride 2 along H and W (or 1-D stride 2), via a parity split.
 
     With x flat, tap (kh, kw) of output (oh, ow) in plane c reads flat index
@@ -238,20 +229,15 @@ def _dw_s2(x, w, b, p6, d3, o3, act):
         for oh in range(OH):
             src = np.uint64(oh * W)
             dst = np.uint64((nc * OH + oh) * OW)
-            if act == 1:
-                z = y.dtype.type(0)
-                for ow in range(np.uint64(OW)):
-                    v = acc[src + ow]
-                    y[dst + ow] = v if not v < z else z
-            else:
-                for ow in range(np.uint64(OW)):
-                    y[dst + ow] = acc[src + ow]
+            for ow in range(np.uint64(OW)):
+                y[dst + ow] = acc[src + ow]
+            act_run(y, dst, OW, act, bounds)
     return y.reshape((N, C, 1, OH, OW))
 
 
 # ---------------------------------------------------------------- general: phase buffers
 @njit(**_JIT)
-def _dw_phase(x, w, b, s3, p6, d3, o3, act):
+def _dw_phase(x, w, b, s3, p6, d3, o3, act, bounds):
     """Depthwise conv on padded phase-split planes (any stride, dilation, padding)."""
     N, C, D, H, W = x.shape
     k3 = (w.shape[2], w.shape[3], w.shape[4])
@@ -283,19 +269,14 @@ def _dw_phase(x, w, b, s3, p6, d3, o3, act):
                 for oh in range(OH):
                     src = np.uint64((od * q3[1] + oh) * q3[2])
                     dst = np.uint64((((nc0 + p) * OD + od) * OH + oh) * OW)
-                    if act == 1:
-                        z = y.dtype.type(0)
-                        for ow in range(np.uint64(OW)):
-                            v = acc[src + ow]
-                            y[dst + ow] = v if not v < z else z
-                    else:
-                        for ow in range(np.uint64(OW)):
-                            y[dst + ow] = acc[src + ow]
+                    for ow in range(np.uint64(OW)):
+                        y[dst + ow] = acc[src + ow]
+                    act_run(y, dst, OW, act, bounds)
     return y.reshape((N, C, OD, OH, OW))
 
 
 @njit(**_JIT)
-def _dw5(x, w, b, s3, p6, d3, act):
+def _dw5(x, w, b, s3, p6, d3, act, bounds):
     """Depthwise conv on canonical 5-D arrays: x (N, C, D, H, W), w (C, 1, KD, KH, KW)."""
     in3 = (x.shape[2], x.shape[3], x.shape[4])
     k3 = (w.shape[2], w.shape[3], w.shape[4])
@@ -306,18 +287,20 @@ def _dw5(x, w, b, s3, p6, d3, act):
     for ax in range(3):
         same = same and s3[ax] == 1 and o3[ax] == in3[ax]
     if same:
-        return _dw_same(x, w, b, p6, d3, act)
+        return _dw_same(x, w, b, p6, d3, act, bounds)
     if in3[0] == 1 and k3[0] == 1 and s3[2] == 2 and (s3[1] == 2 or (in3[1] == 1 and k3[1] == 1)) \
             and in3[1] * in3[2] <= _S2_MAX_PLANE:
-        return _dw_s2(x, w, b, p6, d3, o3, act)
-    return _dw_phase(x, w, b, s3, p6, d3, o3, act)
+        return _dw_s2(x, w, b, p6, d3, o3, act, bounds)
+    return _dw_phase(x, w, b, s3, p6, d3, o3, act, bounds)
 
 
 @njit(**_JIT)
-def depthwise_conv(x, w, b, strides, pads, dilations, act=0):
+def depthwise_conv(x, w, b, strides, pads, dilations, act=0, bounds=(0.0, 0.0)):
     """ONNX Conv with group == C == M: x (N,C,*S), w (C,1,*K), b (C,) -> (N,C,*O).
 
-    act selects a fused activation epilogue: 0 none, 1 Relu.
+    act selects a fused activation epilogue (kernels/epilogue.py): 0 none, 1 Relu, 2 Clip to
+    bounds (lo, hi), 3 HardSwish with bounds (alpha, beta).
     """
-    y = _dw5(as5d(x), as5d(w), b, tup3(strides, 1), pads6(pads), tup3(dilations, 1), act)
+    y = _dw5(as5d(x), as5d(w), b, tup3(strides, 1), pads6(pads), tup3(dilations, 1), act,
+             bounds)
     return from5d(y, x)

@@ -31,6 +31,7 @@ from numba import njit, prange
 
 from . import PRANGE_ONLY
 from .microkernels import ck1, ck4, ck8, ck12, k1, k4, k8, k12
+from .epilogue import NO_BOUNDS, act1, act_rows, act_run
 from .parallel import I0, NO, PAR_MIN_MACS, num_threads, split_range
 from .simd import has_avx512
 
@@ -171,6 +172,7 @@ CONV_L2_BYTES = 524288  # X bytes (kc rows x column block) kept in L2 across the
 CONV_SMALL_HW = 64  # H*W up to this: transposed product (see _conv1x1_small)
 CONV_MID_HW = 256  # ... and up to this when M <= C (no X copy; ragged tiles would waste more)
 CONV_KC_SMALL = 256  # K block of the transposed product
+CONV_ACT_BLOCK_FLOATS = 65536  # output block (m x columns) a Clip/HardSwish pass finds in L2
 
 
 def pack_a(w2d):
@@ -233,8 +235,10 @@ def _small_panels(xf, xo, c, hw, wpf, p0, p1, i0, i1, yt, ldt):
 
 
 @njit(**_JIT)
-def _small_store(yt, ldt, hw, biasf, act, yf, yo, has_res, r0, r1):
-    """Output rows [r0, r1) of one image: y[r, j] = act(Y^T[j, r] + bias[r] (+ y[r, j]))."""
+def _small_store(yt, ldt, hw, biasf, act, yf, yo, has_res, r0, r1, bounds):
+    """Output rows [r0, r1) of one image: y[r, j] = act(Y^T[j, r] + bias[r] (+ y[r, j]))
+    (act and bounds: kernels/epilogue.py's codes)."""
+    relu = act == 1
     for q0 in range(r0, r1, 16):
         q1 = min(r1, q0 + 16)
         for j in range(hw):
@@ -242,7 +246,9 @@ def _small_store(yt, ldt, hw, biasf, act, yf, yo, has_res, r0, r1):
                 v = yt[j * ldt + r] + biasf[r]
                 if has_res:
                     v += yf[yo + r * hw + j]
-                yf[yo + r * hw + j] = 0.0 if (act == 1 and v < 0.0) else v
+                yf[yo + r * hw + j] = 0.0 if (relu and v < 0.0) else v
+        if act > 1:     # Clip / HardSwish: one vectorized pass over the 16 rows just written
+            act_run(yf, yo + q0 * hw, (q1 - q0) * hw, act, bounds)
 
 
 @njit(**_JIT)
@@ -256,7 +262,8 @@ def _small_product(xf, xo, c, hw, wpf, m, p0, p1, i0, i1, xt, zbias, yt, ldt):
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _conv1x1_small_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbias, yt, nt):
+def _conv1x1_small_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbias, yt, nt,
+                       bounds):
     """``_conv1x1_small`` on `nt` threads: per image, the product cut into `nt` runs of W's
     panels (2 or more each) or else of pixels (multiples of 12), then the output rows."""
     nimg = xf.size // (c * hw)
@@ -276,11 +283,11 @@ def _conv1x1_small_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbi
                 _small_product(xf, xo, c, hw, wpf, m, p0, p1, I0, hw, xt, zbias, yt, ldt)
         for t in prange(nt):
             r0, r1 = split_range(m, nt, t, 16)
-            _small_store(yt, ldt, hw, biasf, act, yf, img * m * hw, has_res, r0, r1)
+            _small_store(yt, ldt, hw, biasf, act, yf, img * m * hw, has_res, r0, r1, bounds)
 
 
 @njit(**_JIT)
-def _conv1x1_small(xf, c, hw, wp, m, biasf, act, yf, has_res):
+def _conv1x1_small(xf, c, hw, wp, m, biasf, act, yf, has_res, bounds=NO_BOUNDS):
     """Small H*W (7x7; 14x14 when M <= C): per image the transposed product
     Y^T (HW, M) = X^T @ W^T into a scratch, the vectors running along M (no ragged
     49-of-64-lane tiles), then one transposing pass adds bias and the residual already in yf
@@ -301,14 +308,15 @@ def _conv1x1_small(xf, c, hw, wp, m, biasf, act, yf, has_res):
     zbias = np.zeros(ldt, np.float32)
     nt = num_threads()
     if nt > 1 and (npan >= 2 * nt or hw >= 24 * nt) and m * c * hw * nimg >= PAR_MIN_MACS:
-        _conv1x1_small_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbias, yt, nt)
+        _conv1x1_small_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbias, yt, nt,
+                           bounds)
         return
     for img in range(nimg):
         xo = img * c * hw
         if m > c:
             _transpose_into(xf[xo:xo + c * hw].reshape(c, hw), xt)
         _small_product(xf, xo, c, hw, wpf, m, I0, npan, I0, hw, xt, zbias, yt, ldt)
-        _small_store(yt, ldt, hw, biasf, act, yf, img * m * hw, has_res, I0, m)
+        _small_store(yt, ldt, hw, biasf, act, yf, img * m * hw, has_res, I0, m, bounds)
 
 
 @njit(**_JIT)
@@ -354,21 +362,32 @@ def gemm_cols(wpf, npan, m, kk, bf, boff, ldb, ncols, yf, yoff, ldy, biasf, act,
 
 
 @njit(**_JIT)
-def _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, col0, col1):
-    """Columns [col0, col1) of image img of ``conv1x1_packed``'s streamed product."""
-    gemm_cols(wpf, npan, m, c, xf, img * c * hw + col0, hw, col1 - col0, yf,
-              img * m * hw + col0, hw, biasf, act, has_res)
+def _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, col0, col1, bounds):
+    """Columns [col0, col1) of image img of ``conv1x1_packed``'s streamed product.  An
+    activation other than Relu (Clip, HardSwish) is applied per block of columns whose output
+    (m x block floats) stays in L2, right after the product wrote it."""
+    if act <= 1:
+        gemm_cols(wpf, npan, m, c, xf, img * c * hw + col0, hw, col1 - col0, yf,
+                  img * m * hw + col0, hw, biasf, act, has_res)
+        return
+    blk = max(NR, CONV_ACT_BLOCK_FLOATS // max(1, m) // NR * NR)
+    for q0 in range(col0, col1, blk):
+        q1 = min(col1, q0 + blk)
+        gemm_cols(wpf, npan, m, c, xf, img * c * hw + q0, hw, q1 - q0, yf,
+                  img * m * hw + q0, hw, biasf, I0, has_res)
+        act_rows(yf, img * m * hw + q0, m, q1 - q0, hw, act, bounds)
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _conv1x1_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, nimg, nt):
+def _conv1x1_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, nimg, nt, bounds):
     """``_conv1x1_cols`` on `nt` threads: each image's columns cut into `nt` runs (multiples
     of 32 columns, so only the last run has a ragged tile)."""
     for u in prange(nimg * nt):
         img, t = u // nt, u % nt
         col0, col1 = split_range(hw, nt, t, NR)
         if col1 > col0:
-            _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, col0, col1)
+            _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, col0, col1,
+                          bounds)
 
 
 def conv1x1_small(hw, m, c):
@@ -399,55 +418,59 @@ def _conv1x1_setup(x, wp, m, bias, res):
 
 
 @njit(inline="always", **_JIT)
-def _conv1x1_empty(nimg, m, hw, biasf, act, yf, has_res):
+def _conv1x1_empty(nimg, m, hw, biasf, act, yf, has_res, bounds):
     """conv1x1_packed without inputs (C == 0) or pixels: bias (+ residual), act."""
+    lo, hi = np.float32(bounds[0]), np.float32(bounds[1])
+    zero, one = np.float32(0.0), np.float32(1.0)
     for i in range(nimg):
         for r in range(m):
             for j in range(hw):
                 o = (i * m + r) * hw + j
                 v = biasf[r] + (yf[o] if has_res else np.float32(0.0))
-                yf[o] = 0.0 if (act == 1 and v < 0.0) else v
+                yf[o] = act1(v, act, lo, hi, zero, one)
 
 
 # conv1x1_packed (1x1 / stride 1 / unpadded Conv): act(W @ X[n] + bias[:, None] (+ res[n]))
 # per image.  x: (N, C, H, W) float32; wp = pack_a(W) for W (m, C); bias: (m,) float32 or
-# None; act: 0 identity, 1 relu; res: None, an empty array (none) or an (N, m, H, W) array
-# added before act.  Returns a new (N, m, H, W) float32 array.  Two entries, picked at
+# None; act: 0 identity, 1 relu, 2 clip to bounds, 3 hardswish with bounds (alpha, beta)
+# (kernels/epilogue.py); res: None, an empty array (none) or an (N, m, H, W) array added
+# before act.  Returns a new (N, m, H, W) float32 array.  Two entries, picked at
 # lowering by conv1x1_small(H*W, m, C), so each compiles only its product.
 @njit(**_JIT)
-def conv1x1_packed_small(x, wp, m, bias, act, res):
+def conv1x1_packed_small(x, wp, m, bias, act, res, bounds=NO_BOUNDS):
     """conv1x1_packed by the transposed product (small H*W: see _conv1x1_small)."""
     xf, biasf, y, yf, has_res = _conv1x1_setup(x, wp, m, bias, res)
     nimg, c, h, w = x.shape
     if c == 0 or h * w == 0:
-        _conv1x1_empty(nimg, m, h * w, biasf, act, yf, has_res)
+        _conv1x1_empty(nimg, m, h * w, biasf, act, yf, has_res, bounds)
     else:
-        _conv1x1_small(xf, c, h * w, wp, m, biasf, act, yf, has_res)
+        _conv1x1_small(xf, c, h * w, wp, m, biasf, act, yf, has_res, bounds)
     return y
 
 
 @njit(**_JIT)
-def conv1x1_packed_cols(x, wp, m, bias, act, res):
+def conv1x1_packed_cols(x, wp, m, bias, act, res, bounds=NO_BOUNDS):
     """conv1x1_packed by the streamed product (columns of X, split over threads when big)."""
     xf, biasf, y, yf, has_res = _conv1x1_setup(x, wp, m, bias, res)
     nimg, c, h, w = x.shape
     hw, npan, wpf = h * w, wp.shape[0], wp.ravel()
     if c == 0 or hw == 0:
-        _conv1x1_empty(nimg, m, hw, biasf, act, yf, has_res)
+        _conv1x1_empty(nimg, m, hw, biasf, act, yf, has_res, bounds)
         return y
     nt = num_threads()
     if nt > 1 and m * c * hw * nimg >= PAR_MIN_MACS:
-        _conv1x1_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, nimg, nt)
+        _conv1x1_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, nimg, nt, bounds)
     else:
         for img in range(nimg):
-            _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, I0, hw)
+            _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, I0, hw, bounds)
     return y
 
 
-def conv1x1_packed(x, wp, m, bias, act, res):
+def conv1x1_packed(x, wp, m, bias, act, res, bounds=NO_BOUNDS):
     """conv1x1_packed from Python (tests, the Python driver): the entry conv1x1_small picks."""
     small = conv1x1_small(x.shape[2] * x.shape[3], m, x.shape[1])
-    return (conv1x1_packed_small if small else conv1x1_packed_cols)(x, wp, m, bias, act, res)
+    return (conv1x1_packed_small if small else conv1x1_packed_cols)(x, wp, m, bias, act, res,
+                                                                    bounds)
 
 
 # ----------------------------------------------------------------------------------------

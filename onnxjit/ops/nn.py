@@ -5,6 +5,7 @@ import numpy as np
 
 from ..ir import Value, const_value
 from ..kernels import conv_packed, conv_s2, pool, sgemm, shapes, winograd
+from ..kernels.epilogue import NO_BOUNDS
 from ..source import lit
 from ..registry import finalizer, peephole, register
 from ..steps import ArrayExpr, LibraryCall, Param
@@ -67,6 +68,7 @@ def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_s
     s, p, d, out = shapes.conv_geometry(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
     shape = (x.shape[0], w.shape[0]) + tuple(out)
     meta = {"kind": "conv", "geometry": (s, p, d, int(group)), "act": 0, "res": False,
+            "bounds": NO_BOUNDS,   # Clip's (lo, hi) / HardSwish's (alpha, beta) for act 2 / 3
             # one input channel per group and output: a direct per-channel kernel (MobileNet,
             # ShuffleNet) instead of im2col and a 1-row GEMM per channel
             "depthwise": group == x.shape[1] == w.shape[0] and w.shape[1] == 1 and group > 1,
@@ -102,9 +104,15 @@ X, W, BIAS, RES = 0, 1, 2, 3
 
 
 def _conv_op(meta):
-    """The library call of a Conv step, from its meta (kernel chosen, epilogue folded in)."""
+    """The library call of a Conv step, from its meta (kernel chosen, epilogue folded in).
+
+    act (kernels/epilogue.py): 0 none, 1 Relu, 2 Clip, 3 HardSwish.  The depthwise and 1x1
+    kernels apply all four on the output block they just wrote; the others apply Relu and
+    leave Clip / HardSwish to their ``conv_epilogue`` wrappers (in place, one pass)."""
     s, p, d, group = meta["geometry"]
     act = (Param(meta["act"]), "act")
+    bounds = (Param(tuple(float(v) for v in meta["bounds"])), "bounds")
+    wrap = meta["act"] >= 2
     res = (RES if meta["res"] else Param(None), "residual")
     kind, arg = meta["layout"] or (None, None)
     x, w, b = (X, "x"), (W, "w"), (BIAS, "bias")
@@ -115,23 +123,34 @@ def _conv_op(meta):
 
     if meta["depthwise"] and not meta["res"]:
         return call("depthwise", "depthwise_conv", x, w, b, (Param(s), "strides"), pads,
-                    (Param(d), "dilations"), act)
+                    (Param(d), "dilations"), act, bounds)
     if kind == "packed_1x1":
         m, product = arg
-        return call("sgemm", f"conv1x1_packed_{product}", x, w, (Param(m), "m"), b, act, res)
+        return call("sgemm", f"conv1x1_packed_{product}", x, w, (Param(m), "m"), b, act, res,
+                    bounds)
     if kind == "winograd":
+        if wrap:
+            return call("conv_epilogue", "winograd_act", x, w, b, pads, act, res, bounds)
         return call("winograd", "conv3x3", x, w, b, pads, act, res)
     if kind == "s2":
         m, kernel = arg
-        return call("conv_s2", "conv_s2", x, w, (Param(m), "m"), (Param(kernel), "kernel"), b,
-                    pads, act, res)
+        args = (x, w, (Param(m), "m"), (Param(kernel), "kernel"), b, pads, act, res)
+        if wrap:
+            return call("conv_epilogue", "conv_s2_act", *args, bounds)
+        return call("conv_s2", "conv_s2", *args)
     if kind == "packed":
         m, kernel = arg
-        return call("conv_packed", "conv_packed", x, w, (Param(m), "m"),
-                    (Param(kernel), "kernel"), b, (Param(s), "strides"), pads,
-                    (Param(d), "dilations"), act, res)
-    return call("conv", "conv", x, w, b, (Param(s), "strides"), pads, (Param(d), "dilations"),
-                (Param(group), "group"), act, *([res] if meta["res"] else []))
+        args = (x, w, (Param(m), "m"), (Param(kernel), "kernel"), b, (Param(s), "strides"),
+                pads, (Param(d), "dilations"), act, res)
+        if wrap:
+            return call("conv_epilogue", "conv_packed_act", *args, bounds)
+        return call("conv_packed", "conv_packed", *args)
+    args = (x, w, b, (Param(s), "strides"), pads, (Param(d), "dilations"),
+            (Param(group), "group"), act)
+    if wrap:
+        return call("conv_epilogue", "conv_act", *args,
+                    res if meta["res"] else (Param(None), "residual"), bounds)
+    return call("conv", "conv", *args, *([res] if meta["res"] else []))
 
 
 @finalizer("conv")
@@ -185,6 +204,56 @@ def relu_into_conv(ctx, x):
     step.op = _conv_op(step.meta)
     step.nodes.append(ctx.label)
     return step.outs[0]
+
+
+def _const_bound(ctx, v, default):
+    """A Clip bound as a float: `default` when absent, None when not a constant scalar (or
+    NaN, which np.clip propagates to every element)."""
+    if v is None:
+        return default
+    if not getattr(v, "is_const", False) or np.size(v.const) != 1:
+        return None
+    b = float(np.asarray(v.const).reshape(()))
+    return None if np.isnan(b) else b
+
+
+def _activation_into_conv(ctx, x, act, bounds):
+    """Conv -> act (kernels/epilogue.py's codes 2, 3) as the Conv's epilogue when nothing else
+    reads the Conv.  float32 / float64 only (narrow floats round between the two)."""
+    step = ctx.sole_producer(x, "conv")
+    if step is None or step.meta["act"] or x.dtype not in (np.float32, np.float64):
+        return None
+    step.meta["act"], step.meta["bounds"] = act, bounds
+    step.op = _conv_op(step.meta)
+    step.nodes.append(ctx.label)
+    return step.outs[0]
+
+
+@peephole("Clip")
+def clip_into_conv(ctx, x, lo=None, hi=None, min=None, max=None,  # noqa: A002
+                   consumed_inputs=None):
+    """Conv -> Clip with constant bounds (ReLU6) becomes the Conv's epilogue: Clip-11's inputs
+    or Clip-1/6's attributes (Clip-6's defaults: the float32 range)."""
+    if ctx.opset < 11:
+        big = 3.4028234663852886e38 if ctx.opset >= 6 else np.inf
+        lo_b = -big if min is None else float(min)
+        hi_b = big if max is None else float(max)
+        if np.isnan(lo_b) or np.isnan(hi_b):
+            return None
+    else:
+        lo_b, hi_b = _const_bound(ctx, lo, -np.inf), _const_bound(ctx, hi, np.inf)
+        if lo_b is None or hi_b is None:
+            return None
+    # the bounds are x's type (Clip's min/max are): exact in float64
+    lo_b, hi_b = (float(np.array(b, x.dtype)) for b in (lo_b, hi_b))
+    return _activation_into_conv(ctx, x, 2, (lo_b, hi_b))
+
+
+@peephole("HardSwish")
+def hardswish_into_conv(ctx, x):
+    """Conv -> HardSwish becomes the Conv's epilogue (alpha float32(1/6), as the elementwise
+    HardSwish and onnx's reference take it, beta 0.5)."""
+    return _activation_into_conv(ctx, x, 3, (float(np.float32(1 / 6)), 0.5))
 
 
 @peephole("Add")

@@ -1,0 +1,32 @@
+"""The Conv kernels without a Clip / HardSwish epilogue of their own (Winograd, im2col,
+stride-2 direct, the generic one): the kernel with act 0, then the activation in place on its
+fresh output (kernels/epilogue.py's codes; same arguments as the kernel, plus bounds)."""
+import numpy as np
+from numba import njit
+
+from . import conv, conv_packed, conv_s2, winograd
+from .epilogue import act_inplace
+
+_JIT = dict(cache=True, error_model="numpy")
+
+
+@njit(**_JIT)
+def winograd_act(x, u, b, pads, act, res, bounds):
+    return act_inplace(winograd.conv3x3(x, u, b, pads, 0, res), act, bounds)
+
+
+@njit(**_JIT)
+def conv_s2_act(x, wq, m, kernel, bias, pads, act, res, bounds):
+    return act_inplace(conv_s2.conv_s2(x, wq, m, kernel, bias, pads, 0, res), act, bounds)
+
+
+@njit(**_JIT)
+def conv_packed_act(x, wp, m, kernel, bias, strides, pads, dilations, act, res, bounds):
+    return act_inplace(conv_packed.conv_packed(x, wp, m, kernel, bias, strides, pads,
+                                               dilations, 0, res), act, bounds)
+
+
+@njit(**_JIT)
+def conv_act(x, w, b, strides, pads, dilations, group, act, res, bounds):
+    y = conv.conv(x, w, b, strides, pads, dilations, group, 0, res)
+    return act_inplace(np.ascontiguousarray(y), act, bounds)

@@ -1,0 +1,74 @@
+"""Activation epilogues of the Conv kernels beyond Relu: Clip (ReLU6 and any other constant
+bounds) and HardSwish, folded into the Conv by ``ops/nn.py``'s peepholes.
+
+``act`` codes: 0 none, 1 Relu, 2 Clip to ``bounds`` (lo, hi), 3 HardSwish with ``bounds`` its
+(alpha, beta).  Clip is np.clip's order (maximum with lo, then minimum with hi: hi wins when
+lo > hi; NaN stays NaN); HardSwish is x * min(max(alpha * x + beta, 0), 1) in x's type, NaN
+propagating, as the fused elementwise kernel computes it.
+
+The 1x1 (``sgemm.conv1x1_packed_*``) and depthwise (``depthwise.depthwise_conv``) kernels apply
+it while the output block is still in cache; the other Conv kernels (Winograd, im2col,
+stride-2 direct, the generic one) run with act 0 and ``conv_*_act`` below apply it in place on
+their fresh output (one pass, no second output array): kernels/conv_epilogue.py.
+"""
+import numpy as np
+from numba import njit
+
+_JIT = dict(cache=True, error_model="numpy")
+RELU, CLIP, HARDSWISH = 1, 2, 3
+NO_BOUNDS = (0.0, 0.0)  # the bounds argument of act 0 / 1 (unused)
+
+
+@njit(inline="always", **_JIT)
+def act1(v, act, lo, hi, zero, one):
+    """One value through the epilogue (lo, hi, zero, one of v's type)."""
+    if act == RELU:
+        return zero if v < zero else v
+    if act == CLIP:
+        t = lo if v < lo else v
+        return hi if t > hi else t
+    if act == HARDSWISH:
+        t = lo * v + hi
+        t = one if t > one else t
+        t = zero if t < zero else t
+        return v * t
+    return v
+
+
+@njit(inline="always", **_JIT)
+def act_run(yf, off, n, act, bounds):
+    """yf[off:off+n] = act(yf[off:off+n]) in place; one loop per code so each vectorizes."""
+    t = yf.dtype.type
+    lo, hi, zero, one = t(bounds[0]), t(bounds[1]), t(0), t(1)
+    o = np.uint64(off)
+    if act == RELU:
+        for i in range(np.uint64(n)):
+            v = yf[o + i]
+            yf[o + i] = zero if v < zero else v
+    elif act == CLIP:
+        for i in range(np.uint64(n)):
+            v = yf[o + i]
+            v = lo if v < lo else v
+            yf[o + i] = hi if v > hi else v
+    elif act == HARDSWISH:
+        for i in range(np.uint64(n)):
+            v = yf[o + i]
+            s = lo * v + hi
+            s = one if s > one else s
+            s = zero if s < zero else s
+            yf[o + i] = v * s
+
+
+@njit(inline="always", **_JIT)
+def act_rows(yf, off, rows, cols, ld, act, bounds):
+    """act in place on a (rows, cols) block of flat yf with row stride ld."""
+    for r in range(rows):
+        act_run(yf, off + r * ld, cols, act, bounds)
+
+
+@njit(**_JIT)
+def act_inplace(y, act, bounds):
+    """act on all of a C-contiguous array, in place; returns it."""
+    if act != 0:
+        act_run(y.reshape(y.size), 0, y.size, act, bounds)
+    return y

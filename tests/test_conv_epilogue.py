@@ -1,0 +1,181 @@
+"""Clip and HardSwish after a Conv fold into the Conv's epilogue (ops/nn.py clip_into_conv,
+hardswish_into_conv; kernels/epilogue.py), on every Conv kernel, against
+onnx.reference.ReferenceEvaluator: Clip's bounds as inputs (opset 11+) and as attributes
+(opset 6), ReLU6 and other bounds (one-sided, lo > hi), NaN in the image, a residual Add
+before the activation, and bounds the fold must leave alone (a graph input, NaN)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper as oh, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import onnxjit
+from onnxjit.kernels import sgemm
+
+F32 = TensorProto.FLOAT
+
+
+def _conv_model(xs, ws, strides, pads, group, act, opset=21, residual=False,
+                dtype=np.float32, seed=0, bound_input=False):
+    """x -> Conv (constant W, B) [-> Add r] -> act -> y; act: ("clip", lo, hi) (None: that
+    input / attribute absent), ("hswish",) or ("relu",)."""
+    rng = np.random.default_rng(seed)
+    tp = oh.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    w = (rng.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))).astype(dtype)
+    b = rng.standard_normal(ws[0]).astype(dtype)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    nodes = [oh.make_node("Conv", ["x", "w", "b"], ["c"], strides=list(strides),
+                          pads=list(pads), group=group)]
+    inputs = [oh.make_tensor_value_info("x", tp, list(xs))]
+    last = "c"
+    if residual:
+        nodes.append(oh.make_node("Add", ["c", "r"], ["a"]))
+        last = "a"
+    kind = act[0]
+    if kind == "clip":
+        lo, hi = act[1], act[2]
+        if opset < 11:
+            attrs = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
+            nodes.append(oh.make_node("Clip", [last], ["y"], **attrs))
+        else:
+            names = []
+            for name, v in (("lo", lo), ("hi", hi)):
+                if v is None:
+                    names.append("")
+                elif bound_input and name == "lo":
+                    names.append(name)
+                    inputs.append(oh.make_tensor_value_info(name, tp, []))
+                else:
+                    names.append(name)
+                    inits.append(numpy_helper.from_array(np.array(v, dtype), name))
+            while names and names[-1] == "":
+                names.pop()
+            nodes.append(oh.make_node("Clip", [last] + names, ["y"]))
+    elif kind == "hswish":
+        nodes.append(oh.make_node("HardSwish", [last], ["y"]))
+    else:
+        nodes.append(oh.make_node("Relu", [last], ["y"]))
+    graph = oh.make_graph(nodes, "g", inputs, [oh.make_tensor_value_info("y", tp, None)], inits)
+    if residual:
+        graph.input.append(oh.make_tensor_value_info("r", tp, None))
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def _run(model, xs, residual_shape=None, dtype=np.float32, nan=False, lo_value=None, seed=1):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(xs) * 4).astype(dtype)
+    if nan:     # a few NaN pixels: NaN where they are read, nowhere else
+        x[0, 0, 2, 3] = x[-1, -1, -1, -1] = x[0, -1, 0, 0] = np.nan
+    feeds = {"x": x}
+    if lo_value is not None:
+        feeds["lo"] = np.array(lo_value, dtype)
+    if residual_shape is not None:
+        feeds["r"] = (rng.standard_normal(residual_shape) * 3).astype(dtype)
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    rep = onnxjit.prepare(model)
+    got = rep.run([feeds[i.name] for i in model.graph.input])[0]
+    assert got.shape == want.shape and got.dtype == want.dtype
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    finite = np.abs(want[np.isfinite(want)])
+    scale = max(1.0, float(finite.max())) if finite.size else 1.0
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    return rep
+
+
+def _kernels(rep):
+    return [(r["kernel"], r["op_types"]) for r in rep.explain()]
+
+
+def _fused(rep, op):
+    """The activation ran inside the Conv's kernel (one kernel, no separate pass)."""
+    ks = _kernels(rep)
+    return len(ks) == 1 and ks[0][1][0] == "Conv" and op in ks[0][1]
+
+
+# (x shape, w shape, strides, pads, group): one Conv per kernel family
+CONVS = {
+    "1x1_cols": ((1, 16, 24, 24), (40, 16, 1, 1), (1, 1), (0, 0, 0, 0), 1),
+    "1x1_small": ((2, 24, 7, 7), (36, 24, 1, 1), (1, 1), (0, 0, 0, 0), 1),
+    "dw_s1": ((1, 24, 14, 14), (24, 1, 3, 3), (1, 1), (1, 1, 1, 1), 24),
+    "dw_s2": ((1, 16, 20, 20), (16, 1, 3, 3), (2, 2), (1, 1, 1, 1), 16),
+    "dw_s2_odd": ((1, 8, 15, 13), (8, 1, 3, 3), (2, 2), (1, 1, 1, 1), 8),
+    "dw_5x5": ((1, 8, 12, 12), (8, 1, 5, 5), (1, 1), (2, 2, 2, 2), 8),
+    "stem_s2": ((1, 3, 32, 32), (16, 3, 3, 3), (2, 2), (1, 1, 1, 1), 1),
+    "winograd": ((1, 8, 24, 24), (8, 8, 3, 3), (1, 1), (1, 1, 1, 1), 1),
+    "packed_5x5": ((1, 6, 16, 16), (12, 6, 5, 5), (1, 1), (2, 2, 2, 2), 1),
+    "grouped": ((1, 8, 10, 10), (8, 4, 3, 3), (1, 1), (1, 1, 1, 1), 2),
+}
+
+ACTS = [("clip", 0.0, 6.0), ("clip", -1.5, 0.25), ("hswish",)]
+
+
+@pytest.mark.parametrize("conv", sorted(CONVS))
+@pytest.mark.parametrize("act", ACTS, ids=["relu6", "clip_narrow", "hswish"])
+def test_activation_fuses_into_conv(conv, act):
+    xs, ws, s, p, g = CONVS[conv]
+    if conv.startswith("1x1") and not sgemm.has_avx512():
+        pytest.skip("the packed 1x1 kernel needs AVX-512")
+    # NaN stays where it is read (Winograd's transforms spread it over a tile, as any
+    # Winograd conv does: not this test's business)
+    rep = _run(_conv_model(xs, ws, s, p, g, act), xs, nan=conv != "winograd")
+    assert _fused(rep, "Clip" if act[0] == "clip" else "HardSwish"), _kernels(rep)
+
+
+@pytest.mark.parametrize("bounds", [(None, 6.0), (-2.0, None), (3.0, -1.0), (None, None)],
+                         ids=["max_only", "min_only", "lo_above_hi", "neither"])
+@pytest.mark.parametrize("opset", [6, 11, 13])
+def test_clip_bounds_inputs_and_attributes(bounds, opset):
+    xs, ws, s, p, g = CONVS["dw_s1"]
+    rep = _run(_conv_model(xs, ws, s, p, g, ("clip",) + bounds, opset=opset), xs, nan=True)
+    assert _fused(rep, "Clip"), _kernels(rep)
+
+
+@pytest.mark.parametrize("conv", ["1x1_cols", "1x1_small", "winograd"])
+def test_residual_then_clip(conv):
+    """Conv + r -> Clip: act(conv + b + r), the residual added before the bounds."""
+    xs, ws, s, p, g = CONVS[conv]
+    out = (xs[0], ws[0]) + xs[2:]
+    rep = _run(_conv_model(xs, ws, s, p, g, ("clip", 0.0, 6.0), residual=True), xs, out)
+    assert _fused(rep, "Clip") and "Add" in _kernels(rep)[0][1]
+
+
+def test_float64_conv_clip_and_hardswish():
+    xs, ws, s, p, g = CONVS["dw_s2"]
+    for act in (("clip", -0.5, 0.5), ("hswish",)):
+        rep = _run(_conv_model(xs, ws, s, p, g, act, dtype=np.float64), xs, dtype=np.float64,
+                   nan=True)
+        assert _fused(rep, "Clip" if act[0] == "clip" else "HardSwish"), _kernels(rep)
+
+
+def test_clip_bound_from_graph_input_is_not_folded():
+    """A bound the graph computes (here: an input) is not a constant: Clip stays a kernel."""
+    xs, ws, s, p, g = CONVS["dw_s1"]
+    model = _conv_model(xs, ws, s, p, g, ("clip", 0.0, 6.0), bound_input=True)
+    rep = _run(model, xs, lo_value=-0.5)
+    assert not _fused(rep, "Clip") and len(_kernels(rep)) == 2
+
+
+def test_nan_bound_is_not_folded():
+    """np.clip with a NaN bound gives NaN everywhere: left to the elementwise Clip."""
+    xs, ws, s, p, g = CONVS["dw_s1"]
+    rep = _run(_conv_model(xs, ws, s, p, g, ("clip", float("nan"), 6.0)), xs)
+    assert not _fused(rep, "Clip")
+
+
+def test_conv_read_twice_keeps_its_clip_apart():
+    """The Conv's output is also a graph output: the Clip must not overwrite it."""
+    xs, ws, s, p, g = CONVS["1x1_cols"]
+    model = _conv_model(xs, ws, s, p, g, ("clip", 0.0, 6.0))
+    model.graph.output.append(oh.make_tensor_value_info("c", F32, None))
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(xs) * 4).astype(np.float32)
+    want = ReferenceEvaluator(model).run(None, {"x": x})
+    got = onnxjit.prepare(model).run([x])
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    assert float(got[1].max()) > 6.0    # the Conv's own output is unclipped
