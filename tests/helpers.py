@@ -99,11 +99,13 @@ def one_node(op, inputs, n_out=1, opset=21, consts=None, domain="", outputs=None
     return helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
 
 
-def assert_outputs_match(got, expected, rtol=None, atol=None, same_dtype=True):
+def assert_outputs_match(got, expected, rtol=None, atol=None, same_dtype=True, names=None):
     """Outputs equal in number, dtype (unless not same_dtype), shape and values: floats and
-    complex within TOLERANCES of the expected dtype (rtol / atol override it), the rest exactly."""
+    complex within TOLERANCES of the expected dtype (rtol / atol override it), the rest exactly.
+    `names` label the outputs in failure messages (default: their positions)."""
     assert len(got) == len(expected), (len(got), len(expected))
     for i, (g, e) in enumerate(zip(got, expected)):
+        i = names[i] if names else i
         g, e = np.asarray(g), np.asarray(e)
         assert g.shape == e.shape, (i, g.shape, e.shape)
         assert g.dtype == e.dtype or not same_dtype, (i, g.dtype, e.dtype)

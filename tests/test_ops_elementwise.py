@@ -12,6 +12,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxjit.backend
+from helpers import assert_outputs_match
 from onnxjit.errors import OnnxJitError
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -71,14 +72,9 @@ def check(nodes, feeds, outputs, opset=21, inits=None, rtol=None):
         warnings.simplefilter("ignore", RuntimeWarning)
         want = ReferenceEvaluator(model).run(None, feeds)
     got = onnxjit.backend.prepare(model).run(feeds)
-    for name, g, w in zip(outputs, got, want):
-        w = np.asarray(w)
-        assert g.dtype == w.dtype and g.shape == w.shape, (name, g.dtype, w.dtype, g.shape, w.shape)
-        if w.dtype.kind == "f":
-            tol = rtol or (1e-5 if w.dtype == F32 else 1e-12)
-            np.testing.assert_allclose(g, w, rtol=tol, atol=tol / 10, err_msg=name)
-        else:
-            np.testing.assert_array_equal(g, w, err_msg=name)
+    # floats within the harness's per-dtype tolerances (tests/helpers.TOLERANCES) or `rtol`
+    assert_outputs_match(got, want, rtol=rtol, atol=None if rtol is None else rtol / 10,
+                         names=outputs)
 
 
 def per_dtype(op, dtypes, n_inputs=1, shapes=((2, 3, 4), (3, 1)), make=data, **attrs):
