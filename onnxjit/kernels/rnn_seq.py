@@ -27,7 +27,7 @@ from numba import njit
 from numba.core import cgutils as _cg
 from numba.extending import intrinsic as _intrinsic
 
-from .rnn import _check_lens, _time
+from .rnn import _check_lens, _time, aligned
 from .simd import f32x16, vadd, vbcast, vfma, vload, vmul, vstore, vsub, vzero
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -106,15 +106,6 @@ def _interleave(m, hs, gates):
     return out
 
 
-def _aligned(a):
-    """A C-contiguous copy of `a` whose data starts on a 64-byte boundary (numpy gives 16)."""
-    buf = np.empty(a.size + 16, np.float32)
-    o = (-(buf.ctypes.data // 4)) % 16
-    out = buf[o:o + a.size].reshape(a.shape)
-    out[...] = a
-    return out
-
-
 @njit(**_JIT)
 def _aligned_view(a):
     """`a`, or a 64-byte aligned copy (NRT's allocations are) when its data is not on a 32-byte
@@ -133,7 +124,7 @@ def pack_w(w, gates):
     for d in range(w.shape[0]):
         wt = _interleave(w[d], hs, gates)                      # (ni, nv*16)
         out.append(wt.reshape(wt.shape[0], -1, 16).transpose(1, 0, 2).ravel())
-    return _aligned(np.stack(out))
+    return aligned(np.stack(out))
 
 
 def pack_r(r, gates):
@@ -149,7 +140,7 @@ def pack_r(r, gates):
         full = rt[:, :nfull * CV * 16].reshape(hs, nfull, CV * 16).transpose(1, 0, 2)
         tail = rt[:, nfull * CV * 16:].reshape(hs, -1, 16).transpose(1, 0, 2)
         out.append(np.concatenate([full.ravel(), tail.ravel()]))
-    return _aligned(np.stack(out))
+    return aligned(np.stack(out))
 
 
 # ---- GEMV pieces ------------------------------------------------------------------------------
