@@ -64,3 +64,77 @@ def test_matmul_inner_dims_that_differ_are_refused(sa, sb):
     rep = backend.prepare(model)
     with pytest.raises(OnnxJitError, match="'mm'.*inner dims"):
         rep.run(feeds)
+
+
+def _attention_model(mask_shape, q_seq=2, kv_seq=2, past=0):
+    f, b = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32)), helper.np_dtype_to_tensor_dtype(
+        np.dtype(np.bool_))
+    inputs = [helper.make_tensor_value_info("Q", f, [1, 2, q_seq, 8]),
+              helper.make_tensor_value_info("K", f, [1, 2, kv_seq, 8]),
+              helper.make_tensor_value_info("V", f, [1, 2, kv_seq, 8]),
+              helper.make_tensor_value_info("M", b, ["m0", "m1"])]
+    names = ["Q", "K", "V", "M"]
+    if past:
+        inputs += [helper.make_tensor_value_info("PK", f, [1, 2, past, 8]),
+                   helper.make_tensor_value_info("PV", f, [1, 2, past, 8])]
+        names += ["PK", "PV"]
+    outputs = [helper.make_tensor_value_info("Y", f, None)] + (
+        [helper.make_tensor_value_info(n, f, None) for n in ("PKo", "PVo")] if past else [])
+    node = helper.make_node("Attention", names, ["Y"] + (["PKo", "PVo"] if past else []),
+                            name="attn", is_causal=1)
+    model = helper.make_model(helper.make_graph([node], "attn", inputs, outputs),
+                              opset_imports=[helper.make_opsetid("", 24)])
+    model.ir_version = 11
+    rng = np.random.default_rng(6)
+    feeds = {"Q": rng.standard_normal((1, 2, q_seq, 8)).astype(np.float32),
+             "K": rng.standard_normal((1, 2, kv_seq, 8)).astype(np.float32),
+             "V": rng.standard_normal((1, 2, kv_seq, 8)).astype(np.float32),
+             "M": rng.random(mask_shape) < 0.7}
+    if past:
+        feeds["PK"] = rng.standard_normal((1, 2, past, 8)).astype(np.float32)
+        feeds["PV"] = rng.standard_normal((1, 2, past, 8)).astype(np.float32)
+    return model, feeds
+
+
+@pytest.mark.parametrize("mask_shape, past", [((2, 7), 0), ((2, 3), 0), ((2, 6), 3)])
+def test_attention_mask_longer_than_the_keys_is_refused(mask_shape, past):
+    """seed 6 cases 174 and 280: an attn_mask whose last dim is longer than the keys (past and
+    present) was read only as far as the keys go; the reference and ONNX Runtime refuse it."""
+    from onnxjit.errors import OnnxJitError
+    model, feeds = _attention_model(mask_shape, past=past)
+    with pytest.raises(ValueError):
+        ReferenceEvaluator(model).run(None, feeds)
+    rep = backend.prepare(model)
+    with pytest.raises(OnnxJitError, match="'attn'.*longer than the"):
+        rep.run(feeds)
+
+
+@pytest.mark.parametrize("mask_shape, past", [((2, 2), 0), ((2, 1), 0), ((2, 5), 3), ((2, 4), 3)])
+def test_attention_mask_up_to_the_keys_still_runs(mask_shape, past):
+    """Masks as long as the keys, or shorter (padded with -inf, as the spec says), still run."""
+    model, feeds = _attention_model(mask_shape, past=past)
+    want = ReferenceEvaluator(model).run(None, feeds)
+    got = backend.prepare(model).run(feeds)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_range_of_a_vector_is_refused():
+    """seed 6 case 254: Range's start fed a 3-element vector (a mutated Shape's start) met
+    numpy's 'can only convert an array of size 1' in the lowering; the reference refuses it."""
+    from onnxjit.errors import OnnxJitError
+    i64 = helper.np_dtype_to_tensor_dtype(np.dtype(np.int64))
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Shape", ["x"], ["s"], end=-1),
+         helper.make_node("Range", ["s", "limit", "delta"], ["y"], name="range")], "range",
+        [helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(np.dtype(np.float32)),
+                                       [2, 3, 6])],
+        [helper.make_tensor_value_info("y", i64, None)],
+        [helper.make_tensor("limit", i64, [], [9]), helper.make_tensor("delta", i64, [], [1])]),
+        opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    feeds = {"x": np.zeros((2, 3, 6), np.float32)}
+    with pytest.raises(Exception):      # noqa: B017  (the reference refuses it, in its own way)
+        ReferenceEvaluator(model).run(None, feeds)
+    with pytest.raises(OnnxJitError, match="'range'.*start must be a scalar"):
+        backend.prepare(model).run(feeds)

@@ -97,6 +97,9 @@ def Attention(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None,
         if any(m not in (1, t) for m, t in zip(m4[:3], (nb, hq, sq))):
             ctx.fail(f"attn_mask {list(attn_mask.shape)} does not broadcast to batch {nb}, "
                      f"{hq} heads and {sq} query positions")
+        if m4[3] > skv:     # a shorter last dim is padded with -inf (the spec); a longer one no
+            ctx.fail(f"attn_mask {list(attn_mask.shape)} is longer than the {skv} keys "
+                     "(past and present) it masks")
     want_qk = len(ctx.node.output) > 3 and bool(ctx.node.output[3])
     past = past_key.shape[2] if past_key is not None else 0
     consts = [ctx.lit(past), _scale_sqrt(ctx, scale, d, q.dtype)] + [ctx.lit(a) for a in (

@@ -544,6 +544,9 @@ def Range(ctx, start, limit, delta):
     """Specialized on the values of start/limit/delta (graph inputs become part of the key)."""
     bounds = [ctx.require_const(v, what) for v, what in
               ((start, "start"), (limit, "limit"), (delta, "delta"))]
+    for v, what in zip(bounds, ("start", "limit", "delta")):
+        if np.asarray(v).size != 1:     # scalars (ONNX Runtime also takes one-element vectors)
+            ctx.fail(f"{what} must be a scalar, got shape {list(np.shape(v))}")
     dtype = start.dtype
     a, b, d = (np.asarray(v).astype(dtype).item() for v in bounds)
     n = max(int(np.ceil((b - a) / d)), 0) if d != 0 else 0
