@@ -4,7 +4,8 @@ The lowering (ops/rnn.py) fills every optional input (zeros, full sequence lengt
 activation names to the integer codes below, so one compiled kernel serves every model.
 Activation k of direction d is `codes[d * per_dir + k]` with parameters `alphas[...]`, `betas[...]`.
 X @ W^T is one GEMM over all steps; each step adds H @ R^T (BLAS) and applies the gates.
-Float32 LSTM/GRU with constant weights and a small batch take lstm_fast / gru_fast (below).
+Float32 LSTM/GRU with constant weights and a small batch take lstm_fast / gru_fast (below);
+at batch 1 (GRU: with linear_before_reset) kernels/rnn_seq.py's lstm_seq / gru_seq.
 """
 import math
 

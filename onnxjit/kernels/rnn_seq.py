@@ -1,25 +1,26 @@
-"""Batch-1 float32 LSTM and GRU (linear_before_reset=1): one compiled loop per direction with
-the gates fused into the recurrent GEMV and the input projection hidden under it.
+"""Batch-1 float32 LSTM and GRU (linear_before_reset=1): one compiled loop per direction, the
+input projection computed inside the recurrence, the gates on 16-lane vectors.
 
 At batch 1 a step is h (hs) @ R^T (hs, G) plus the gates.  R^T (256 KiB for hidden 128) does not
-fit L1, so every step streams it from L2: on these cores that stream (~32 B/cycle) is the floor
-of the GEMV, and the FMA units sit half idle.  This kernel uses the idle half and the gaps:
+fit L1, so every step streams it from L2: on these cores that stream (~31 B/cycle, ~115 GB/s) is
+the floor of the GEMV (2.3 us a step at hidden 128), while the FMA units sit about half idle.
 - gate-interleaved columns: vector v = block * gates + gate holds units 16*block..+16 of one
   gate (GEMV in chunks of 8 vectors, R^T packed [k][128] per chunk), so a hidden block's gates
   are one contiguous run of vectors and the gate math reads them in place after the GEMV (h is
-  double-buffered).  Running each block's gates right after the chunk that completes it was
-  measured slower (hidden 128, input 128: ~350 -> ~380 us a layer): the gate math between
-  chunks stalls the R stream rather than hiding under it;
+  double-buffered).  Running each block's gates right after the chunk that completes it, or
+  spread through the next chunk's k-loop, was measured slower (hidden 128, input 128: ~340 ->
+  ~380 / ~470 us a layer): the gate math stalls the R stream rather than hiding under it;
 - the input projection X @ W^T + bias is not one GEMM up front: rows are computed in blocks of 8
   (processing order) one block ahead, each step doing 1/8 of the next block's columns, one
-  8-row x 16-column "side" tile interleaved into each GEMV chunk's k-loop (its W^T panel is
-  [v][k][16]), into a ring of two blocks.  Only block 0 is computed before the first step;
+  8-row x 16-column "side" tile interleaved into each GEMV chunk's k-loop (W^T panels
+  [v][k][16]), into a ring of two blocks.  Only block 0 is computed before the first step.  It
+  hides partly: input 128 adds ~0.6 us a step (the GEMM row costs 1.2), input 64 ~0.5 (0.6);
+- R and W are packed at prepare time (pack_w / pack_r, numpy) on 64-byte boundaries (16 or 48
+  bytes off, a layer ran ~9% slower), and copied by the kernel when handed unaligned;
 - sigmoid and tanh are one rational approximation (13 FP operations and a division, absolute
-  error <= 3e-7) instead of the exp-based forms of kernels/rnn.py (~35 operations).
-Measured (1 thread, one layer, 100 steps, hidden 128, min of calls): the GEMV alone streams R at
-the L2 read bandwidth (~115 GB/s, ~2.3 us a step); the side tiles add ~0.4 us a step (the
-separate GEMM took 0.6-1.2), the gates ~0.3.  Weights are packed at prepare time (pack_w /
-pack_r, numpy) from constant W and R.  A sequence of length 0 gives zero states (as ORT).
+  error <= 3e-7) instead of the exp-based forms of kernels/rnn.py (~35 operations); the gates
+  cost ~0.26 us a step.
+A sequence of length 0 gives zero states (as ORT).
 """
 import numpy as np
 from llvmlite import ir as _ir
@@ -349,9 +350,15 @@ def _interleaved_bias(b, d, hs, hp, gates, both):
 
 
 @njit(**_JIT)
-def _y_row(y, t, d, hn, hs):
-    for j in range(hs):
-        y[t, d, 0, j] = hn[j]
+def _y_row(yf, t, d, nd, hn, hs):
+    """Y[t, d, 0, :] = h (yf: Y flattened)."""
+    o = (t * nd + d) * hs
+    j = 0
+    while j + 16 <= hs:
+        vstore(yf, o + j, vload(hn, j))
+        j += 16
+    for jj in range(j, hs):
+        yf[o + jj] = hn[jj]
 
 
 # ---- LSTM -------------------------------------------------------------------------------------
@@ -384,6 +391,7 @@ def lstm_seq(x, wp, rp, b, h0, c0, p, lens, rev):
     xf = np.ascontiguousarray(x).ravel()
     y = np.empty((seq, nd, 1, hs), np.float32)
     y[n:] = 0.0
+    yf = y.ravel()
     yh = np.empty((nd, 1, hs), np.float32)
     yc = np.empty((nd, 1, hs), np.float32)
     xw = np.empty(2 * SB * G, np.float32)   # ring: the block in use, the next one
@@ -415,7 +423,7 @@ def lstm_seq(x, wp, rp, b, h0, c0, p, lens, rev):
             _gemv_step(ha, hs, rpd, xw, _row(s, G), g, xf, xo, ni, wpd, bv, xw, side, j, nv)
             for blk in range(hp // 16):
                 _lstm_block(g, blk, pp, hp, cf, hb)
-            _y_row(y, _time(s, n, reverse), d, hb, hs)
+            _y_row(yf, _time(s, n, reverse), d, nd, hb, hs)
             ha, hb = hb, ha
         for j in range(hs):     # an empty sequence (length 0) gives zero states, as ORT's
             yh[d, 0, j] = ha[j] if n > 0 else 0.0
@@ -449,6 +457,7 @@ def gru_seq(x, wp, rp, b, h0, lens, rev):
     xf = np.ascontiguousarray(x).ravel()
     y = np.empty((seq, nd, 1, hs), np.float32)
     y[n:] = 0.0
+    yf = y.ravel()
     yh = np.empty((nd, 1, hs), np.float32)
     xw = np.empty(2 * SB * G, np.float32)   # ring: the block in use, the next one
     g = np.empty(G, np.float32)
@@ -483,7 +492,7 @@ def gru_seq(x, wp, rp, b, h0, lens, rev):
             _gemv_step(ha, hs, rpd, ini, 0, g, xf, xo, ni, wpd, bv, xw, side, j, nv)
             for blk in range(hp // 16):
                 _gru_block(g, blk, xw, io, ha, hb)
-            _y_row(y, _time(s, n, reverse), d, hb, hs)
+            _y_row(yf, _time(s, n, reverse), d, nd, hb, hs)
             ha, hb = hb, ha
         for j in range(hs):
             yh[d, 0, j] = ha[j] if n > 0 else 0.0
