@@ -179,3 +179,82 @@ def test_conv_read_twice_keeps_its_clip_apart():
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
     assert float(got[1].max()) > 6.0    # the Conv's own output is unclipped
+
+
+# -- the SIMD 3x3 depthwise kernel (kernels/depthwise.depthwise3x3_f32), straight ------------
+DW3_CASES = [
+    # x shape, strides, pads (top, left, bottom, right)
+    ((1, 3, 9, 7), 1, (1, 1, 1, 1)),        # rows narrower than a vector
+    ((2, 5, 6, 16), 1, (1, 1, 1, 1)),       # exactly one vector, batch > 1
+    ((1, 2, 5, 33), 1, (0, 2, 1, 0)),       # asymmetric pads, a ragged second vector
+    ((1, 2, 4, 49), 1, (0, 0, 0, 0)),       # no padding
+    ((1, 4, 3, 100), 1, (1, 1, 1, 1)),      # wide rows (interior vectors)
+    ((1, 3, 9, 7), 2, (1, 1, 1, 1)),
+    ((1, 3, 20, 20), 2, (1, 1, 1, 1)),
+    ((2, 3, 15, 13), 2, (1, 1, 1, 1)),      # odd sizes
+    ((1, 2, 11, 70), 2, (0, 0, 1, 1)),      # TF-style "same" stride-2 pads, 3 vectors a row
+    ((1, 2, 6, 40), 2, (2, 2, 2, 2)),       # padding wider than a tap
+    ((1, 1, 1, 1), 1, (1, 1, 1, 1)),        # one pixel
+]
+
+
+@pytest.mark.parametrize("xs,s,pads", DW3_CASES)
+@pytest.mark.parametrize("act", [0, 1, 2, 3])
+def test_depthwise3x3_f32(xs, s, pads, act):
+    from onnxjit.kernels.depthwise import depthwise3x3_f32
+    if not sgemm.has_avx512():
+        pytest.skip("AVX-512 kernel")
+    rng = np.random.default_rng(sum(xs) + s + act)
+    c = xs[1]
+    x = (rng.standard_normal(xs) * 3).astype(np.float32)
+    x.reshape(-1)[::23] = np.nan
+    w = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    bounds = {0: (0.0, 0.0), 1: (0.0, 0.0), 2: (-1.0, 2.5), 3: (float(np.float32(1 / 6)), 0.5)}
+    nodes = [oh.make_node("Conv", ["x", "w", "b"], ["c"], group=c, strides=[s, s],
+                          pads=[pads[0], pads[1], pads[2], pads[3]])]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    if act == 1:
+        nodes.append(oh.make_node("Relu", ["c"], ["y"]))
+    elif act == 2:
+        inits += [numpy_helper.from_array(np.float32(v), n) for n, v in (("lo", -1.0),
+                                                                          ("hi", 2.5))]
+        nodes.append(oh.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    elif act == 3:
+        nodes.append(oh.make_node("HardSwish", ["c"], ["y"]))
+    else:
+        nodes.append(oh.make_node("Identity", ["c"], ["y"]))
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", F32, list(xs))],
+                          [oh.make_tensor_value_info("y", F32, None)], inits)
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = depthwise3x3_f32(x, w, b, (s, s), pads, act, bounds[act])
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+
+
+def test_depthwise3x3_f32_edges_do_not_leak():
+    """Masked loads never read a neighbouring row or plane: inf there must not show."""
+    from onnxjit.kernels.depthwise import depthwise3x3_f32
+    if not sgemm.has_avx512():
+        pytest.skip("AVX-512 kernel")
+    rng = np.random.default_rng(5)
+    for width in (7, 20, 40):
+        x = rng.standard_normal((1, 4, 9, width)).astype(np.float32)
+        x[0, 1, :, 0] = np.inf       # first column: next to the previous row's last column
+        x[0, 1, :, -1] = np.inf      # last column: next to the next row's first column
+        x[0, 2, -1, :] = np.inf      # last row of plane 2: just before plane 3
+        w = rng.standard_normal((4, 1, 3, 3)).astype(np.float32)
+        b = rng.standard_normal(4).astype(np.float32)
+        for s in (1, 2):
+            got = depthwise3x3_f32(x, w, b, (s, s), (1, 1, 1, 1), 0, (0.0, 0.0))
+            assert np.isfinite(got[0, 0]).all() and np.isfinite(got[0, 3]).all()
+
+
+def test_wide_stride1_depthwise_takes_the_simd_kernel():
+    xs = (1, 8, 6, 100)
+    model = _conv_model(xs, (8, 1, 3, 3), (1, 1), (1, 1, 1, 1), 8, ("clip", 0.0, 6.0))
+    rep = _run(model, xs, nan=True)
+    assert ("depthwise3x3_f32(" in rep.source()) == sgemm.has_avx512()
+    assert _fused(rep, "Clip")

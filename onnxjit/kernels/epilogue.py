@@ -13,6 +13,9 @@ their fresh output (one pass, no second output array): kernels/conv_epilogue.py.
 """
 import numpy as np
 from numba import njit
+from numba.extending import intrinsic
+
+from .simd import f32x16, vfma, vmul, vrelu_if, vsplat, vzero
 
 _JIT = dict(cache=True, error_model="numpy")
 RELU, CLIP, HARDSWISH = 1, 2, 3
@@ -72,3 +75,26 @@ def act_inplace(y, act, bounds):
     if act != 0:
         act_run(y.reshape(y.size), 0, y.size, act, bounds)
     return y
+
+
+# -- the same on 16-lane float32 vectors (kernels/simd.py), for the SIMD kernels ---------------
+@intrinsic
+def vclip(typingctx, a, lo, hi):
+    """(a < lo ? lo : a), then (> hi ? hi : it), lane-wise: np.clip's order, NaN stays NaN."""
+    def codegen(context, builder, sig, args):
+        v, lo_, hi_ = args
+        t = builder.select(builder.fcmp_ordered("<", v, lo_), lo_, v)
+        return builder.select(builder.fcmp_ordered(">", t, hi_), hi_, t)
+    return f32x16(f32x16, f32x16, f32x16), codegen
+
+
+@njit(inline="always", **_JIT)
+def vact(v, act, lo, hi):
+    """act on a vector; lo, hi: vectors of the bounds (HardSwish: alpha, beta)."""
+    if act == RELU:
+        return vrelu_if(v, True)
+    if act == CLIP:
+        return vclip(v, lo, hi)
+    if act == HARDSWISH:
+        return vmul(v, vclip(vfma(lo, v, hi), vzero(), vsplat(np.float32(1.0))))
+    return v

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Value, const_value
-from ..kernels import conv_packed, conv_s2, pool, sgemm, shapes, winograd
+from ..kernels import conv_packed, conv_s2, depthwise, pool, sgemm, shapes, winograd
 from ..kernels.epilogue import NO_BOUNDS
 from ..source import lit
 from ..registry import finalizer, peephole, register
@@ -75,6 +75,9 @@ def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_s
             "layout": None,   # how the weights were transformed at the end (_transform_weights)
             "plan": None}     # ... and how they will be
     meta["plan"] = _conv_plan(x, w, kernel, s, d, p, int(group), out, meta["depthwise"])
+    # the SIMD 3x3 depthwise kernel, where it measured faster (kernels/depthwise.py)
+    meta["dw3"] = meta["depthwise"] and depthwise.use_depthwise3x3(x.shape, x.dtype, kernel, s,
+                                                                   d, False)
     return ctx.record(_conv_op(meta), x, w, _bias(ctx, b, w.shape[0], x.dtype),
                       shape=shape, dtype=x.dtype, meta=meta)
 
@@ -121,6 +124,9 @@ def _conv_op(meta):
     def call(module, function, *args):
         return LibraryCall((module, function), [a for a, _ in args], tuple(n for _, n in args))
 
+    if meta["depthwise"] and not meta["res"] and meta["dw3"]:
+        return call("depthwise", "depthwise3x3_f32", x, w, b, (Param(s), "strides"), pads, act,
+                    bounds)
     if meta["depthwise"] and not meta["res"]:
         return call("depthwise", "depthwise_conv", x, w, b, (Param(s), "strides"), pads,
                     (Param(d), "dilations"), act, bounds)
@@ -234,6 +240,10 @@ def clip_into_conv(ctx, x, lo=None, hi=None, min=None, max=None,  # noqa: A002
                    consumed_inputs=None):
     """Conv -> Clip with constant bounds (ReLU6) becomes the Conv's epilogue: Clip-11's inputs
     or Clip-1/6's attributes (Clip-6's defaults: the float32 range)."""
+    if np.dtype(x.dtype).kind != "f":       # an integer Clip (a Conv's output is float)
+        return None
+    if ctx.sole_producer(x, "conv") is None:    # before reading bounds of any other Clip
+        return None
     if ctx.opset < 11:
         big = 3.4028234663852886e38 if ctx.opset >= 6 else np.inf
         lo_b = -big if min is None else float(min)
