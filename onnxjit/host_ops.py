@@ -151,7 +151,7 @@ def split_to_sequence(ctx, x, split=None, axis=0, keepdims=1):
     axis = axis + x.ndim if axis < 0 else axis
     n = x.shape[axis]
     if split is None:
-        parts = np.split(x, n, axis=axis)
+        parts = np.split(x, n, axis=axis) if n else []      # a dim of 0: an empty sequence
         if not keepdims:
             parts = [np.squeeze(p, axis=axis) for p in parts]
         return [_seq([np.array(p, order="C") for p in parts])]

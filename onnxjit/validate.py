@@ -312,7 +312,12 @@ def current_limit():
 def check_fold(node, inputs, model_opsets):
     """Before a node with constant inputs is folded or lowered (either may allocate at compile
     time: a folded value, an index map): refuse it when its outputs would be over the element
-    limit (shapes from onnx's inference of the node alone, the small constants as data)."""
+    limit (shapes from onnx's inference of the node alone, the small constants as data). Also
+    the shape rules onnx's inference leaves alone that need the signature's shapes
+    (_SHAPE_RULES)."""
+    rule = _SHAPE_RULES.get(node.op_type)
+    if rule is not None and (node.domain or "") in ("", "ai.onnx"):
+        rule(node, inputs)
     if not any(v is not None and v.is_const for v in inputs) or any(True for _ in _subgraphs(node)):
         return
     schema = _schema(node, model_opsets)
@@ -338,6 +343,35 @@ def check_fold(node, inputs, model_opsets):
         size = _static_size(proto)
         if size is not None and size > most:
             raise LimitError(_too_large(_describe(node), name, size, most))
+
+
+def _check_conv_transpose(node, inputs):
+    """An explicit output_shape must be one the input could come from: per spatial dim at most
+    stride - 1 past the full output s*(in-1) + (k-1)*d + 1 (ONNX Runtime's rule, checked on
+    every size; the reference refuses these too). onnxjit padded the end instead."""
+    if len(inputs) < 2 or inputs[0] is None or inputs[1] is None:
+        return
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    x, w = tuple(inputs[0].shape), tuple(inputs[1].shape)
+    k = len(x) - 2
+    out = list(attrs.get("output_shape") or ())[-k:] if k > 0 else []
+    if not out or len(out) != k or len(w) != len(x) or any(attrs.get("output_padding") or ()):
+        return
+    kernel = list(attrs.get("kernel_shape") or w[2:])
+    strides = list(attrs.get("strides") or [1] * k)
+    dilations = list(attrs.get("dilations") or [1] * k)
+    if not len(kernel) == len(strides) == len(dilations) == k:
+        return
+    for i in range(k):
+        full = strides[i] * (int(x[2 + i]) - 1) + (int(kernel[i]) - 1) * dilations[i] + 1
+        if int(out[i]) - full >= strides[i]:
+            raise ModelError(f"{_describe(node)}: output_shape {list(out)} is inconsistent with "
+                             f"the input's spatial dims {list(x[2:])}: dim {i} can be at most "
+                             f"{full + strides[i] - 1} (stride {strides[i]}, kernel "
+                             f"{kernel[i]}, dilation {dilations[i]})")
+
+
+_SHAPE_RULES = {"ConvTranspose": _check_conv_transpose}
 
 
 def check_outputs(node, outputs):

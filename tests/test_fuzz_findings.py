@@ -138,3 +138,63 @@ def test_range_of_a_vector_is_refused():
         ReferenceEvaluator(model).run(None, feeds)
     with pytest.raises(OnnxJitError, match="'range'.*start must be a scalar"):
         backend.prepare(model).run(feeds)
+
+
+def _conv_transpose_model(out, declared=True):
+    f = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("ConvTranspose", ["X", "W"], ["Y"], name="deconv", output_shape=out,
+                          strides=[3, 2])], "deconv",
+        [helper.make_tensor_value_info("X", f, [1, 1, 3, 3] if declared else ["n", 1, "h", "w"]),
+         helper.make_tensor_value_info("W", f, [1, 2, 3, 3])],
+        [helper.make_tensor_value_info("Y", f, None)]), opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    rng = np.random.default_rng(8)
+    return model, {"X": rng.standard_normal((1, 1, 3, 3)).astype(np.float32),
+                   "W": rng.standard_normal((1, 2, 3, 3)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["static", "symbolic"])
+@pytest.mark.parametrize("out", [[12, 8], [10, 9], [9, 12]])
+def test_conv_transpose_output_shape_past_a_stride_is_refused(out, declared):
+    """seed 8 case 52: output_shape [12, 8] from a 3x3 input with strides [3, 2] (the full output
+    is 9x7; no input of 3 rows gives 12) was answered, padding the end; the reference and ONNX
+    Runtime refuse it. Refused while the signature is specialized, naming the node."""
+    from onnxjit.errors import OnnxJitError
+    model, feeds = _conv_transpose_model(out, declared)
+    with pytest.raises(ValueError):
+        ReferenceEvaluator(model).run(None, feeds)
+    with pytest.raises(OnnxJitError, match="'deconv'.*output_shape"):
+        backend.prepare(model).run(feeds)
+
+
+@pytest.mark.parametrize("out", [[10, 8], [9, 7], [11, 8], [7, 5]])
+def test_conv_transpose_output_shape_within_a_stride_still_runs(out):
+    """Up to stride - 1 past the full output, or inside it: ONNX Runtime answers (the reference
+    refuses [11, 8] and [7, 5], its col2im check being stricter)."""
+    import onnxruntime
+    model, feeds = _conv_transpose_model(out)
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 4
+    want = onnxruntime.InferenceSession(model.SerializeToString(), options,
+                                        providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(backend.prepare(model).run(feeds)[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_split_to_sequence_of_an_empty_axis():
+    """seed 8 case 271: SplitToSequence (no split) along a dim of 0 met numpy's 'integer modulo
+    by zero'; the reference gives an empty sequence."""
+    f = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("SplitToSequence", ["x"], ["seq"], axis=1, keepdims=0)], "split",
+        [helper.make_tensor_value_info("x", f, ["a", "b"])],
+        [helper.make_tensor_sequence_value_info("seq", f, None)]),
+        opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    for shape in [(3, 0), (3, 2)]:
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+        (got,) = backend.prepare(model).run([x])
+        assert len(got) == len(want), shape
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)

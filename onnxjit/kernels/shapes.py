@@ -119,7 +119,8 @@ def conv_transpose_geometry(auto_pad, in_spatial, kernel, strides=None, dilation
     If output_shape is given (or auto_pad is SAME_*), pads are derived from
     total_padding = stride*(in-1) + output_padding + (k-1)*dilation + 1 - out and split
     SAME_UPPER -> (total//2, total-total//2), otherwise -> (total-total//2, total//2);
-    floor division, so a negative total (output larger than the full result) pads the end.
+    floor division; a negative total from an explicit output_shape (output larger than the full
+    result) is all at the end.
     Otherwise out = stride*(in-1) + output_padding + (k-1)*dilation + 1 - pad_begin - pad_end.
     """
     k = len(in_spatial)
@@ -131,8 +132,13 @@ def conv_transpose_geometry(auto_pad, in_spatial, kernel, strides=None, dilation
     if output_shape is None and auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         output_shape = [n * s for n, s in zip(in_spatial, strides)]
     if output_shape is not None:
+        explicit = auto_pad not in ("SAME_UPPER", "SAME_LOWER")
         out = tuple(int(v) for v in output_shape)[-k:]
-        split = [_split_same(full[i] - out[i], "SAME_UPPER" if auto_pad == "SAME_UPPER" else "")
+        # An explicit output_shape past the full output (by less than a stride: validate.py)
+        # extends the end only, as ONNX Runtime does; a split would shift the output by a row
+        # once the excess is 2 or more.
+        split = [(0, full[i] - out[i]) if explicit and full[i] < out[i] else
+                 _split_same(full[i] - out[i], "SAME_UPPER" if auto_pad == "SAME_UPPER" else "")
                  for i in range(k)]
         return strides, tuple(s[0] for s in split) + tuple(s[1] for s in split), dilations, out
     p = (0,) * (2 * k) if auto_pad == "VALID" or pads is None else tuple(int(v) for v in pads)
