@@ -120,3 +120,24 @@ def test_cli_runs_one_case_by_seed_and_index(tmp_path):
     assert code == 0 and doc["complete"] and doc["case_indices"] == [index]
     assert [r["index"] for r in doc["results"]] == [index]
     assert sum(doc["counts"].values()) == 1 and doc["findings"] == []
+
+
+def test_nan_propagated_by_a_max_pool_is_not_a_finding():
+    """seed 8 case 96: a NaN input of a dilated 3-D MaxPool; the reference and ONNX Runtime skip
+    it inside a window, onnxjit propagates it. Only onnxjit's NaN against a number matches, and
+    only for a case whose NaN input reaches a max pool."""
+    case = fuzz.make_case(8, 96)
+    assert fuzz._nan_into_max_pool(case)
+    clean = [np.nan_to_num(a) for a in case["inputs"]]
+    assert not fuzz._nan_into_max_pool(dict(case, inputs=clean))
+    oracle = np.array([1.0, 2.0, np.nan, 4.0], np.float32)
+    propagated = np.array([1.0, np.nan, np.nan, 4.0], np.float32)
+    assert fuzz.compare([oracle], [propagated]) is not None
+    assert fuzz.compare([oracle], [propagated], nan_propagates=True) is None
+    # a number where the oracle has NaN, or a wrong number, still differs
+    assert fuzz.compare([oracle], [np.array([1.0, 2.0, 3.0, 4.0], np.float32)],
+                        nan_propagates=True) is not None
+    assert fuzz.compare([oracle], [np.array([1.0, np.nan, np.nan, 5.0], np.float32)],
+                        nan_propagates=True) is not None
+    ref = {"ok": [oracle]}
+    assert fuzz.classify(ref, {"ok": [propagated]}, None, False, True)[0] == "agree"
