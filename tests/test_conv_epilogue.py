@@ -252,7 +252,7 @@ def test_depthwise3x3_f32_edges_do_not_leak():
             assert np.isfinite(got[0, 0]).all() and np.isfinite(got[0, 3]).all()
 
 
-def test_wide_stride1_depthwise_takes_the_simd_kernel():
+def test_3x3_depthwise_takes_the_simd_kernel():
     xs = (1, 8, 6, 100)
     model = _conv_model(xs, (8, 1, 3, 3), (1, 1), (1, 1, 1, 1), 8, ("clip", 0.0, 6.0))
     rep = _run(model, xs, nan=True)
