@@ -268,15 +268,18 @@ class Emitter:
         return "run_graph", self.write_driver(buf, steps, statements[-1], params, values), values
 
     def prefers_driver(self, body, steps):
-        """A short graph gets a Python driver when it calls library kernels and `entry` is
-        "driver" (the kernels' machine code then comes from their own cache, compiled once per
-        install, instead of being linked and optimized again into the entry: a first use in
-        seconds, against tens of seconds for a Conv or pooling entry). It also gets one when it
-        writes at least DRIVER_MIN_ELEMENTS
-        elements (its run time dwarfs the driver's few microseconds per call) and the driver
+        """A short graph gets a Python driver when `entry` is "driver" and it calls library
+        kernels or is calls of shared kernels alone (the kernels' machine code then comes from
+        their own cache, compiled once per install, instead of being linked and optimized again
+        into the entry: a first use in seconds, against tens of seconds for a Conv or pooling
+        entry). It also gets one when it writes at least DRIVER_MIN_ELEMENTS elements (its run
+        time dwarfs the driver's few microseconds per call) and the driver
         would leave fewer library calls in compiled code: in an njit entry each is linked and
         compiled again (AlexNet's entry took 15 s to compile, its driver 4.6 s)."""
-        if self.entry_kind == "driver" and library_calls(body):
+        if self.entry_kind == "driver" and (library_calls(body)
+                                            or not any(isinstance(s, list) for s in steps)):
+            # Also a graph the driver runs as calls alone (fused kernels, data movement): an
+            # njit entry around them would compile their code again (0.1-0.15 s a graph).
             return True
         if sum(math.prod(o.shape) for k in self.kernels for o in k.outputs) < DRIVER_MIN_ELEMENTS:
             return False

@@ -79,7 +79,7 @@ print(json.dumps({"ok": bool(np.allclose(out, expected, rtol=1e-6, atol=0)), "pa
 
 def _env(cache, numba_cache, **extra):
     env = dict(os.environ, ONNXJIT_CACHE_DIR=str(cache), NUMBA_CACHE_DIR=str(numba_cache),
-               ONNXJIT_TIERED="0", ONNXJIT_ENTRY="driver",
+               ONNXJIT_TIERED="0", ONNXJIT_ENTRY="auto",   # an njit run_graph (CHILD reads its stats)
                PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
     env.update(extra)
     return env
