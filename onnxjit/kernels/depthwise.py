@@ -2,8 +2,9 @@
 
 ``depthwise_conv(x, w, b, strides, pads, dilations, act)`` takes x (N, C, *S) with 1..3
 spatial dims, w (C, 1, *K), b (C,), ``strides``/``dilations`` k-tuples and ``pads`` a 2k-tuple
-(begin..., end...) as from ``shapes.conv_geometry``; act 0 = none, 1 = Relu (fused; 2 Clip, 3 HardSwish: kernels/epilogue.py).  Arrays
-must be C-contiguous float32/float64; the output has x's dtype.
+(begin..., end...) as from ``shapes.conv_geometry``; act 0 = none, 1 = Relu (fused; 2 Clip,
+3 HardSwish: kernels/epilogue.py).  Arrays must be C-contiguous float32/float64; the output has
+x's dtype.
 
 Three schemes, all built on long flat loops (LLVM vectorises those; per-row loops over 7..28
 columns mostly run scalar):
