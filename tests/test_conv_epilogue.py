@@ -258,3 +258,25 @@ def test_3x3_depthwise_takes_the_simd_kernel():
     rep = _run(model, xs, nan=True)
     assert ("depthwise3x3_f32(" in rep.source()) == sgemm.has_avx512()
     assert _fused(rep, "Clip")
+
+
+def test_depthwise3x3_f32_two_threads_matches_one():
+    """Planes shared out over threads (enough work): the same result as on one thread."""
+    import numba
+    from onnxjit.kernels.depthwise import depthwise3x3_f32
+    if not sgemm.has_avx512() or numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("AVX-512 kernel, 2 Numba threads")
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 21, 60, 60)).astype(np.float32)
+    w = rng.standard_normal((21, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(21).astype(np.float32)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = depthwise3x3_f32(x, w, b, (1, 1), (1, 1, 1, 1), 2, (0.0, 6.0))
+        numba.set_num_threads(2)
+        two = depthwise3x3_f32(x, w, b, (1, 1), (1, 1, 1, 1), 2, (0.0, 6.0))
+    finally:
+        numba.set_num_threads(before)
+    np.testing.assert_array_equal(one, two)
+    assert one.size * 9 >= 1 << 19     # big enough for the threaded path

@@ -21,10 +21,12 @@ Taps are fused three per loop (one accumulator load/store per three multiply-add
 """
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .conv import as5d, from5d, pads6, tup3
+from . import PRANGE_ONLY
 from .epilogue import act_run, vact
+from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
 from .simd import (LANES, has_avx512, vadd, vbcast, vevens, vfma, vload, vload_span, vnext,
                    vodds, vsplat, vstore, vstorem, vzero)
 from .pool import fill_phases, phase_buffers
@@ -320,7 +322,8 @@ def depthwise3x3_f32(x, w, b, strides, pads, act, bounds):
     and a store, masked at the row's end.  No padded copy, no scalar loops.  Everything in
     the loop is an intrinsic: an njit helper taking an array there costs a reference count
     per call.  The loop over 16-column blocks is outside the loop over rows (1.3-1.8x
-    faster: each block's masks and edge branch are computed once per plane)."""
+    faster: each block's masks and edge branch are computed once per plane).  With several
+    Numba threads (and PAR_MIN_MACS of work) the planes are shared out."""
     N, C, H, W = x.shape
     s = strides[0]
     pt, pl, pb, pr = pads
@@ -333,9 +336,29 @@ def depthwise3x3_f32(x, w, b, strides, pads, act, bounds):
     xf = np.ascontiguousarray(x).reshape(x.size)
     wf = np.ascontiguousarray(w).reshape(C * 9).astype(np.float32)
     bf = b.astype(np.float32)
+    nt = num_threads()
+    if nt > 1 and N * C >= 2 * nt and y.size * 9 >= PAR_MIN_MACS:
+        _dw3_par(xf, wf, bf, yf, N * C, C, H, W, OH, OW, s, pt, pl, act, bounds, nt)
+    else:
+        _dw3_planes(xf, wf, bf, yf, I0, N * C, C, H, W, OH, OW, s, pt, pl, act, bounds)
+    return y
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _dw3_par(xf, wf, bf, yf, NC, C, H, W, OH, OW, s, pt, pl, act, bounds, nt):
+    """``_dw3_planes`` on `nt` threads, each a run of planes."""
+    for t in prange(nt):
+        p0, p1 = split_range(NC, nt, t, 1)
+        if p1 > p0:
+            _dw3_planes(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds)
+
+
+@njit(**_JIT)
+def _dw3_planes(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds):
+    """Planes [p0, p1) of ``depthwise3x3_f32``."""
     lo, hi = vsplat(np.float32(bounds[0])), vsplat(np.float32(bounds[1]))
     zero = np.float32(0.0)
-    for nc in range(N * C):
+    for nc in range(p0, p1):
         xo = nc * H * W
         wo = (nc % C) * 9
         bias = vsplat(bf[nc % C])
@@ -386,7 +409,6 @@ def depthwise3x3_f32(x, w, b, strides, pads, act, bounds):
                     vstore(yf, yo + ow0, v)
                 else:
                     vstorem(yf, yo + ow0, v, OW - ow0)
-    return y
 
 
 def use_depthwise3x3(x_shape, dtype, kernel, strides, dilations, has_residual):
