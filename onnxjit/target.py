@@ -31,6 +31,14 @@ class Target:
         Softmax/LayerNorm vectors, Winograd's register-blocked GEMMs) are the fast path."""
         return self.isa == "avx512"
 
+    @property
+    def split16(self):
+        """True where explicit 16-lane kernels with few live vectors (<= 8 zmm: row kernels,
+        GEMVs, gate loops) are fast: AVX-512, and AVX2, where LLVM splits each <16 x float>
+        into two ymm halves at the same FMA peak.  The register-blocked GEMM micro-kernels
+        (24 accumulators) spill there: they need ``avx512``."""
+        return self.isa in ("avx512", "avx2")
+
 
 def _cpu_features():
     """The feature set Numba compiles for. Numba passes NUMBA_CPU_FEATURES to LLVM when it is set

@@ -181,11 +181,11 @@ def test_recurrent_constant_weights_fast_path(op, direction, layout, hs, batch, 
     feeds = {k: v for k, v in _feeds(inputs).items() if k not in ("W", "R", "B")}
     _check(model, feeds, oracle="reference" if layout else "ort")
     from onnxjit.kernels.rnn import FAST_MAX_BATCH
-    from onnxjit.kernels.simd import has_avx512
+    from onnxjit.target import host
     source = onnxjit.backend.prepare(model).source()
     seq_kernel = batch == 1 and (op == "LSTM" or attrs.get("linear_before_reset"))
     fast = f"{op.lower()}_seq" if seq_kernel else f"{op.lower()}_fast"
-    assert (fast in source) == (batch <= FAST_MAX_BATCH and has_avx512()), source
+    assert (fast in source) == (batch <= FAST_MAX_BATCH and host().split16), source
 
 
 SEQ_CASES = [  # (op, direction, layout, hidden, input size, seq, sequence_lens, full, attrs)
@@ -221,10 +221,10 @@ def test_recurrent_batch1_sequence_kernel(op, direction, layout, hs, ni, seq, le
                                 direction=direction, layout=layout, **attrs)
     feeds = {k: v for k, v in _feeds(inputs).items() if k not in ("W", "R", "B")}
     _check(model, feeds, oracle="reference" if layout else "ort")
-    from onnxjit.kernels.simd import has_avx512
+    from onnxjit.target import host
     source = onnxjit.backend.prepare(model).source()
     want = "_seq" if op == "LSTM" or attrs.get("linear_before_reset") else "_fast"
-    assert (f"{op.lower()}{want}" in source) == has_avx512(), source
+    assert (f"{op.lower()}{want}" in source) == host().split16, source
 
 
 @pytest.mark.parametrize("attrs", [dict(clip=0.8), dict(activations=["Sigmoid", "Tanh", "Relu"]),

@@ -119,7 +119,7 @@ def _fast(x, w, r, batch, codes, default, clip):
     fused gates) apply: constant weights, small batch, default activations, no clip."""
     return (x.dtype == np.float32 and w.is_const and r.is_const
             and batch <= K.FAST_MAX_BATCH and _clip(clip) == float("inf")
-            and all(tuple(c) == default for c in codes) and host().avx512)
+            and all(tuple(c) == default for c in codes) and host().split16)
 
 
 @register("RNN", since=7)
