@@ -202,8 +202,9 @@ DW3_CASES = [
 @pytest.mark.parametrize("act", [0, 1, 2, 3])
 def test_depthwise3x3_f32(xs, s, pads, act):
     from onnxjit.kernels.depthwise import depthwise3x3_f32
-    if not sgemm.has_avx512():
-        pytest.skip("AVX-512 kernel")
+    from onnxjit.target import host
+    if not host().split16:
+        pytest.skip("AVX-512 / AVX2 kernel")
     rng = np.random.default_rng(sum(xs) + s + act)
     c = xs[1]
     x = (rng.standard_normal(xs) * 3).astype(np.float32)
@@ -237,8 +238,9 @@ def test_depthwise3x3_f32(xs, s, pads, act):
 def test_depthwise3x3_f32_edges_do_not_leak():
     """Masked loads never read a neighbouring row or plane: inf there must not show."""
     from onnxjit.kernels.depthwise import depthwise3x3_f32
-    if not sgemm.has_avx512():
-        pytest.skip("AVX-512 kernel")
+    from onnxjit.target import host
+    if not host().split16:
+        pytest.skip("AVX-512 / AVX2 kernel")
     rng = np.random.default_rng(5)
     for width in (7, 20, 40):
         x = rng.standard_normal((1, 4, 9, width)).astype(np.float32)
@@ -256,7 +258,8 @@ def test_3x3_depthwise_takes_the_simd_kernel():
     xs = (1, 8, 6, 100)
     model = _conv_model(xs, (8, 1, 3, 3), (1, 1), (1, 1, 1, 1), 8, ("clip", 0.0, 6.0))
     rep = _run(model, xs, nan=True)
-    assert ("depthwise3x3_f32(" in rep.source()) == sgemm.has_avx512()
+    from onnxjit.target import host
+    assert ("depthwise3x3_f32(" in rep.source()) == host().split16
     assert _fused(rep, "Clip")
 
 
@@ -264,8 +267,9 @@ def test_depthwise3x3_f32_two_threads_matches_one():
     """Planes shared out over threads (enough work): the same result as on one thread."""
     import numba
     from onnxjit.kernels.depthwise import depthwise3x3_f32
-    if not sgemm.has_avx512() or numba.config.NUMBA_NUM_THREADS < 2:
-        pytest.skip("AVX-512 kernel, 2 Numba threads")
+    from onnxjit.target import host
+    if not host().split16 or numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("AVX-512 / AVX2 kernel, 2 Numba threads")
     rng = np.random.default_rng(9)
     x = rng.standard_normal((2, 21, 60, 60)).astype(np.float32)
     w = rng.standard_normal((21, 1, 3, 3)).astype(np.float32)

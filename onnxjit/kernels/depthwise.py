@@ -27,7 +27,7 @@ from .conv import as5d, from5d, pads6, tup3
 from . import PRANGE_ONLY
 from .epilogue import act_run, vact
 from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
-from .simd import (LANES, has_avx512, vadd, vbcast, vevens, vfma, vload, vload_span, vnext,
+from .simd import (LANES, vadd, vbcast, vevens, vfma, vload, vload_span, vnext,
                    vodds, vsplat, vstore, vstorem, vzero)
 from .pool import fill_phases, phase_buffers
 
@@ -415,7 +415,8 @@ def use_depthwise3x3(x_shape, dtype, kernel, strides, dilations, has_residual):
     """Whether a depthwise Conv runs on ``depthwise3x3_f32``: float32, 2-D, 3x3, dilation 1,
     stride 1 or 2 both ways, an AVX-512 host (one thread, same process: 1.3-1.6x faster than
     depthwise_conv on MobileNet's stride-1 layers, 7x7 to 112x112, 2-3x on its stride-2
-    ones)."""
+    ones); on AVX2 too (``target.split16``: its few live vectors run as ymm halves)."""
+    from ..target import host
     return (np.dtype(dtype) == np.float32 and len(x_shape) == 4 and tuple(kernel) == (3, 3)
-            and tuple(dilations) == (1, 1) and not has_residual and has_avx512()
+            and tuple(dilations) == (1, 1) and not has_residual and host().split16
             and tuple(strides) in ((1, 1), (2, 2)))
