@@ -73,6 +73,7 @@ def check_model(model, max_elements=None, max_nesting=None):
     opsets = {(e.domain or ""): e.version for e in model.opset_import}
     _check_nodes(model, opsets)
     inferred = _check_inference(model)
+    _check_reduce_axes(model, inferred)
     if inferred is not None:
         _check_inferred_sizes(inferred, max_elements)
         _check_attention(inferred)
@@ -402,6 +403,34 @@ def _known_shapes(graph):
             shapes[info.name] = [d.dim_value if d.HasField("dim_value") else None
                                  for d in t.shape.dim]
     return shapes
+
+
+def _check_reduce_axes(model, inferred):
+    """A Reduce* node whose static axes (attribute, initializer or Constant) name an axis twice
+    after normalization (-1 and r-1): the reduction is numpy's, which refuses it, as onnx's
+    reference evaluator does (ops/reduce._norm_axes checks the axes known only at run time)."""
+    graph = model.graph
+    consts = {t.name: t for t in graph.initializer}
+    for n in graph.node:
+        if n.op_type == "Constant" and n.output and n.attribute and n.attribute[0].name == "value":
+            consts[n.output[0]] = n.attribute[0].t
+    shapes = _known_shapes(inferred.graph) if inferred is not None else {}
+    for node in graph.node:
+        if not node.op_type.startswith("Reduce") or (node.domain or "") not in ("", "ai.onnx"):
+            continue
+        axes = next((list(a.ints) for a in node.attribute if a.name == "axes"), None)
+        if axes is None and len(node.input) > 1 and node.input[1] in consts:
+            axes = [int(v) for v in onnx.numpy_helper.to_array(consts[node.input[1]]).ravel()]
+        if not axes:
+            continue
+        rank = len(shapes[node.input[0]]) if node.input[0] in shapes else None
+        seen = set()
+        for a in axes:
+            a = a + rank if rank is not None and a < 0 else a
+            if a in seen:
+                raise ModelError(f"{_describe(node)}: axes {axes} name axis {a} more than once "
+                                 "(a reduction's axes must be distinct, as numpy's)")
+            seen.add(a)
 
 
 def _check_attention(inferred):

@@ -19,13 +19,19 @@ def _prod(dims):
 
 
 def _norm_axes(ctx, axes, rank):
-    """Sorted, unique, non-negative axes; an error naming the bad one."""
+    """Sorted, non-negative axes; an error naming the bad one. An axis given twice (also as
+    -1 and r-1) is refused, as numpy and onnx's reference evaluator do (ONNX says the
+    reductions behave like numpy's)."""
     out = set()
     for a in axes:
         a = int(a)
         if not -rank <= a < max(rank, 1):
             ctx.fail(f"axis {a} is out of range for rank {rank}")
-        out.add(a + rank if a < 0 else a)
+        n = a + rank if a < 0 else a
+        if n in out:
+            ctx.fail(f"axes {[int(v) for v in axes]} name axis {n} more than once (a "
+                     "reduction's axes must be distinct, as numpy's)")
+        out.add(n)
     return sorted(out)
 
 
