@@ -239,3 +239,23 @@ def test_reduce_repeated_axes_are_refused(op, axes):
     feeds["axes"] = np.array(distinct, np.int64)
     want = ReferenceEvaluator(model).run(None, feeds)[0]
     np.testing.assert_allclose(rep.run(feeds)[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_grid_sample_nearest_rounds_a_float32_coordinate_as_the_oracles():
+    """seed 7 case 77: GridSample nearest (align_corners 0) at y = -0.2 over 5 rows: the
+    coordinate ((y + 1) * 5 - 1) / 2 is 1.5 in float32 (rounded to 2, as the reference and ONNX
+    Runtime) but 1.4999999925 in float64 (rounded to 1); the grid's float32 arithmetic decides."""
+    f = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("GridSample", ["x", "grid"], ["y"], mode="nearest", align_corners=0)],
+        "gs", [helper.make_tensor_value_info("x", f, [1, 1, 5, 2]),
+               helper.make_tensor_value_info("grid", f, [1, 2, 4, 2])],
+        [helper.make_tensor_value_info("y", f, None)]),
+        opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 10
+    x = np.arange(10, dtype=np.float32).reshape(1, 1, 5, 2)
+    grid = np.array([[[[-1.0, -0.8], [-0.6, -0.5], [-0.1, -0.2], [0.7, 0.0]],
+                      [[0.0, 0.4], [0.2, -0.2], [-0.3, 0.5], [-1.0, 1.0]]]], np.float32)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x, "grid": grid})
+    (got,) = backend.prepare(model).run([x, grid])
+    np.testing.assert_array_equal(got, want)

@@ -54,9 +54,22 @@ def _cubic(t, w):
 
 
 @njit(**_JIT)
-def _axis_taps(g, d, mode, padding, align, idx, w):
-    """Fill idx/w (length 1, 2 or 4) for normalized coordinate g along a dim of size d."""
-    x = (g + 1) / 2.0 * (d - 1) if align else ((g + 1) * d - 1) / 2.0
+def _r32(v, single):
+    """v rounded to float32 when `single` (float32 arithmetic: each +, -, *, / of float32
+    values done in float64 and rounded once is float32's correctly rounded result)."""
+    return float(np.float32(v)) if single else v
+
+
+@njit(**_JIT)
+def _axis_taps(g, d, mode, padding, align, idx, w, single):
+    """Fill idx/w (length 1, 2 or 4) for normalized coordinate g along a dim of size d. With
+    `single` (a float32 grid) the unnormalized coordinate is computed in float32, as the reference
+    and ONNX Runtime do: nearest's rounding of a coordinate near .5 depends on it."""
+    g1 = _r32(g + 1.0, single)
+    if align:
+        x = _r32(_r32(g1 / 2.0, single) * (d - 1), single)
+    else:
+        x = _r32(_r32(g1 * d, single) - 1.0, single) / 2.0
     lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
     if mode == 0:
         x = np.rint(x)
@@ -86,8 +99,9 @@ def _axis_taps(g, d, mode, padding, align, idx, w):
 
 
 @njit(**_JIT)
-def grid_sample(x, grid, dims, mode, padding, align):
-    """GridSample of x (N, C, prod(dims)) at grid (N, P, k) -> (N, C, P) float64 sums."""
+def grid_sample(x, grid, dims, mode, padding, align, single=0):
+    """GridSample of x (N, C, prod(dims)) at grid (N, P, k) -> (N, C, P) float64 sums;
+    `single`: the grid is float32 (its coordinates are denormalized in float32)."""
     N, C, S = x.shape
     P, k = grid.shape[1], grid.shape[2]
     m = 1 if mode == 0 else (2 if mode == 1 else 4)
@@ -101,7 +115,8 @@ def grid_sample(x, grid, dims, mode, padding, align):
     for n in range(N):
         for p in range(P):
             for i in range(k):
-                _axis_taps(grid[n, p, k - 1 - i], dims[i], mode, padding, align, idx[i], w[i])
+                _axis_taps(grid[n, p, k - 1 - i], dims[i], mode, padding, align, idx[i], w[i],
+                           single)
             _accumulate(x, y, n, p, idx, w, strides, digits, m ** k)
     return y
 

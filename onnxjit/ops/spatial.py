@@ -41,8 +41,8 @@ def _grid_sample(ctx, x, grid, mode, padding_mode, align_corners, max_rank):
     # dims as an array: the kernel indexes it with a loop variable (a tuple of literals cannot be)
     expr = (f"__k_spatial.grid_sample({{0}}.reshape({ctx.lit((n, c, math.prod(dims)))}), "
             f"{{1}}.reshape({ctx.lit((n, math.prod(out), k))}), {{2}}, "
-            f"{ctx.lit(m)}, {ctx.lit(pad)}, {ctx.lit(int(bool(align_corners)))})"
-            f".reshape({ctx.lit((n, c) + tuple(out))})")
+            f"{ctx.lit(m)}, {ctx.lit(pad)}, {ctx.lit(int(bool(align_corners)))}, "
+            f"{ctx.lit(int(grid.dtype == np.float32))}).reshape({ctx.lit((n, c) + tuple(out))})")
     return ctx.call(expr, x, grid, ctx.constant(np.array(dims, np.int64)),
                     shape=(n, c) + tuple(out), dtype=x.dtype)
 
