@@ -10,7 +10,6 @@ import math
 import numpy as np
 
 from ..ir import NARROW_FLOATS
-from ..kernels import sgemm
 from ..registry import register
 from . import nn
 from .elementwise import _cast
@@ -48,7 +47,7 @@ def _along_axis(ctx, kernel, x, axis, coerce, extra=""):
 
 
 def _softmax_rows_f32(ctx, x, axis, coerce):
-    """float32 Softmax over contiguous rows on AVX-512 CPUs: the explicit-vector kernel
+    """float32 Softmax over contiguous rows on AVX-512 / AVX2 CPUs: the explicit-vector kernel
     (``softmax_f32``), which also takes a constant scale left pending on the MatMul before it
     (scores = Q @ K^T * scale; see ops/nn.py ``scale_into_matmul``).  None when not applicable."""
     _floats(ctx, x)
@@ -57,7 +56,8 @@ def _softmax_rows_f32(ctx, x, axis, coerce):
     n = _prod(s[axis:]) if coerce else s[axis]
     if x.dtype != np.float32 or x.size == 0 or (not coerce and _prod(s[axis + 1:]) != 1):
         return None
-    if not sgemm.has_avx512():
+    from ..target import host
+    if not host().split16:       # AVX2 too: 3.2x the generic softmax on (4, 128, 128) rows
         return None
     scale = nn.take_matmul_scale(ctx, x)
     expr = (f"__k_normalization.softmax_f32(__np.ascontiguousarray({{0}}).reshape("
