@@ -377,7 +377,6 @@ _SHAPE_RULES = {"ConvTranspose": _check_conv_transpose}
 
 def check_outputs(node, outputs):
     """After a node is lowered or folded: refuse outputs over the element limit."""
-    most = current_limit()
     for name, value in zip(node.output, outputs):
         shape = getattr(value, "shape", None)
         if shape is None:
@@ -385,11 +384,23 @@ def check_outputs(node, outputs):
         if any(int(d) < 0 for d in shape):
             raise LoweringError(f"{_describe(node)}: {name!r} would have the negative "
                                 f"dimension(s) of shape {[int(d) for d in shape]}")
-        size = 1
-        for d in shape:
-            size *= int(d)
-        if size > most:
-            raise LimitError(_too_large(_describe(node), name, size, most))
+        check_shape(node, name, shape)
+
+
+def check_shape(node, name, shape):
+    """Refuse (LimitError) a shape over the element limit, or with one dimension over it even
+    where another is 0 (numpy cannot make an empty [2**63-1, 0] array: 'array is too big')."""
+    most = current_limit()
+    size = 1
+    for d in shape:
+        size *= int(d)
+    if size > most:
+        raise LimitError(_too_large(_describe(node), name, size, most))
+    big = [int(d) for d in shape if int(d) > most]
+    if big:
+        raise LimitError(f"{_describe(node)}: {name!r} would have shape {[int(d) for d in shape]}"
+                         f", a dimension of {big[0]:,} over the limit of {most:,} "
+                         "(prepare(max_elements=...) or ONNXJIT_MAX_ELEMENTS)")
 
 
 

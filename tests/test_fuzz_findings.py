@@ -259,3 +259,71 @@ def test_grid_sample_nearest_rounds_a_float32_coordinate_as_the_oracles():
     (want,) = ReferenceEvaluator(model).run(None, {"x": x, "grid": grid})
     (got,) = backend.prepare(model).run([x, grid])
     np.testing.assert_array_equal(got, want)
+
+
+
+def _shape_input_model(op, x_shape, shape_inputs, attrs, opset, x_dtype=np.float32, dims=None):
+    """A one-node model whose shape-like inputs are int64 graph inputs (read at specialization),
+    of length `dims[name]` where given, else symbolic."""
+    f = helper.np_dtype_to_tensor_dtype(np.dtype(x_dtype))
+    i64 = helper.np_dtype_to_tensor_dtype(np.dtype(np.int64))
+    inputs = [helper.make_tensor_value_info("x", f, list(x_shape))]
+    names = ["x"]
+    for name in shape_inputs:
+        if name:
+            dim = (dims or {}).get(name, "d_" + name)
+            inputs.append(helper.make_tensor_value_info(name, i64, [dim]))
+        names.append(name)
+    outs = ["y", "yi"] if op == "TopK" else ["y"]
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node(op, names, outs, name="n", **attrs)], op.lower(), inputs,
+        [helper.make_tensor_value_info(o, 0, None) for o in outs]),
+        opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 9
+    return model
+
+
+# (op, x shape, shape-like input names, attributes, opset, bad values, good values, error class)
+SHAPE_INPUT_CASES = [
+    # seed 7 case 2094: TopK's k of shape [0] (IndexError from const_ints(...)[0])
+    ("TopK", (3, 4), ["k"], {"axis": 1, "largest": 0}, 11,
+     {"k": np.zeros(0, np.int64)}, {"k": np.array([2], np.int64)}, "LoweringError"),
+    # seed 7 case 279: Reshape of an empty tensor to [2**63-1, 1, 0] (numpy's 'array is too big')
+    ("Reshape", (0, 3, 4), ["shape"], {"allowzero": 1}, 19,
+     {"shape": np.array([2 ** 63 - 1, 1, 0], np.int64)}, {"shape": np.array([3, 4, 0], np.int64)},
+     "LimitError"),
+    # seed 7 case 1421: Col2Im with image_shape -2**63 (OverflowError in np.prod)
+    ("Col2Im", (1, 4, 5), ["image_shape", "block_shape"], {"dilations": [1, 5]}, 18,
+     {"image_shape": np.array([-2 ** 63, 1000], np.int64), "block_shape": np.array([2, 2], np.int64)},
+     {"image_shape": np.array([6, 6], np.int64), "block_shape": np.array([2, 2], np.int64)},
+     "LoweringError"),
+    # seed 7 case 6847: Resize with sizes 2**63-1 (numpy's 'Maximum allowed dimension exceeded')
+    ("Resize", (1, 1, 2, 2), ["", "", "sizes"],
+     {"axes": [2, 3], "keep_aspect_ratio_policy": "not_smaller", "mode": "nearest"}, 19,
+     {"sizes": np.array([2 ** 63 - 1, 8], np.int64)}, {"sizes": np.array([8, 8], np.int64)},
+     "LimitError"),
+]
+
+
+@pytest.mark.parametrize("op, x_shape, names, attrs, opset, bad, good, error", SHAPE_INPUT_CASES,
+                         ids=[c[0] for c in SHAPE_INPUT_CASES])
+def test_bad_shape_like_inputs_get_onnxjit_errors(op, x_shape, names, attrs, opset, bad, good,
+                                                 error):
+    """Shape-like inputs (k, a target shape, an image shape, sizes) with no value, a negative or
+    a 2**63-1 dimension met numpy's IndexError / ValueError / OverflowError; they are refused
+    (onnxjit's LoweringError, or LimitError over the element limit) naming the node. The same
+    model with sound values still agrees with the reference."""
+    import onnxjit.errors as errors
+    dims = {k: len(v) for k, v in good.items() if len(v) == len(bad[k])}
+    model = _shape_input_model(op, x_shape, names, attrs, opset, dims=dims)
+    x = np.random.default_rng(7).standard_normal(x_shape).astype(np.float32)
+    with pytest.raises(Exception):       # the reference refuses it too  # noqa: B017
+        ReferenceEvaluator(model).run(None, {"x": x, **bad})
+    rep = backend.prepare(model)
+    with pytest.raises(getattr(errors, error), match=f"{op} node 'n'"):
+        rep.run({"x": x, **bad})
+    want = ReferenceEvaluator(model).run(None, {"x": x, **good})
+    got = rep.run({"x": x, **good})
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

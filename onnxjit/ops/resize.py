@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from .. import validate
 from ..registry import register
 
 _CTMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
@@ -144,11 +145,25 @@ def _output_geometry(ctx, x, scales, sizes, axes, policy):
             scale = (min if policy == "not_larger" else max)(scales)
             scales = [scale] * len(axes)
             sizes = [int(scale * i + 0.5) for i in in_w]
+        _check_sizes(ctx, x, axes, sizes)
         return scales, sizes
     scales = [float(s) for s in np.asarray(scales).reshape(-1)]
     if len(scales) != len(axes) or not all(s > 0 and math.isfinite(s) for s in scales):
         ctx.fail(f"scales must hold {len(axes)} positive values")
-    return scales, [int(np.float64(s) * i) for s, i in zip(scales, in_w)]
+    wide = [np.float64(s) * i for s, i in zip(scales, in_w)]
+    if not all(math.isfinite(w) for w in wide):
+        ctx.fail(f"scales {scales} give an output size past any float")
+    sizes = [int(w) for w in wide]
+    _check_sizes(ctx, x, axes, sizes)
+    return scales, sizes
+
+
+def _check_sizes(ctx, x, axes, sizes):
+    """The output shape under the element limit (LimitError) before any table is built."""
+    shape = list(x.shape)
+    for a, n in zip(axes, sizes):
+        shape[a] = n
+    validate.check_shape(ctx.node, ctx.node.output[0] if ctx.node.output else "", shape)
 
 
 def _roi_pairs(ctx, roi_v, axes, rank, opts):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import validate
 from ..registry import register
 from .movement import const_ints, norm_axis, prod, reshape, transpose
 
@@ -31,15 +32,23 @@ def TopK_1(ctx, x, k, axis=-1):
     return top_k(ctx, x, int(k), axis, True)
 
 
+def _k(ctx, k):
+    """TopK's k: a tensor of one element (ONNX: a 1-D tensor holding a single value)."""
+    values = const_ints(ctx, k, "k")
+    if len(values) != 1:
+        ctx.fail(f"k must hold one value, got {len(values)} (shape {list(k.shape)})")
+    return values[0]
+
+
 @register("TopK", 10)
 def TopK_10(ctx, x, k, axis=-1):
-    return top_k(ctx, x, const_ints(ctx, k, "k")[0], axis, True)
+    return top_k(ctx, x, _k(ctx, k), axis, True)
 
 
 @register("TopK", 11)
 def TopK(ctx, x, k, axis=-1, largest=1, sorted=1):  # noqa: A002 (ONNX's name)
     """sorted=0 leaves the order unspecified: sorted output conforms."""
-    return top_k(ctx, x, const_ints(ctx, k, "k")[0], axis, largest)
+    return top_k(ctx, x, _k(ctx, k), axis, largest)
 
 
 # -- ReverseSequence -----------------------------------------------------------------------------
@@ -112,10 +121,17 @@ def Col2Im(ctx, x, image_shape, block_shape, dilations=None, pads=None, strides=
     pd = list(pads or [0] * (2 * nd))
     if x.rank != 3 or len(block) != nd or len(dil) != nd or len(st) != nd or len(pd) != 2 * nd:
         ctx.fail("input must be (N, C*prod(block_shape), L) and every attribute must cover the image axes")
+    if min(image + block + dil + st, default=1) < 1:
+        ctx.fail(f"image_shape {image}, block_shape {block}, dilations {dil} and strides {st} "
+                 "must be positive")
     n_col = [(image[d] + pd[d] + pd[nd + d] - dil[d] * (block[d] - 1) - 1) // st[d] + 1
              for d in range(nd)]
+    if min(n_col) < 1:
+        ctx.fail(f"image {image} and block {block} leave no block positions")
+    for what, dims in (("image_shape", image), ("block_shape", block), ("block positions", n_col)):
+        validate.check_shape(ctx.node, what, dims)
     bsize = prod(block)
-    if bsize == 0 or x.shape[1] % bsize or prod(n_col) != x.shape[2] or min(n_col) < 1:
+    if bsize == 0 or x.shape[1] % bsize or prod(n_col) != x.shape[2]:
         ctx.fail(f"input shape {list(x.shape)} does not match image {image} and block {block}")
     nc = x.shape[1] // bsize
     shape = (x.shape[0], nc) + tuple(image)
