@@ -261,6 +261,125 @@ def test_grid_sample_nearest_rounds_a_float32_coordinate_as_the_oracles():
     np.testing.assert_array_equal(got, want)
 
 
+def _model(node, inputs, outputs, opset):
+    model = helper.make_model(helper.make_graph([node], "finding", inputs, outputs),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    return model
+
+
+@pytest.mark.parametrize("split, axis", [([2, 4], 1), (np.array([1, 2], np.int32), 0),
+                                         (np.array(4, np.int64), 1)])
+def test_fuzz_compares_sequences_of_unequal_pieces(split, axis):
+    """seed 7 cases 201, 2028, 3117, 4203, 5176, 5653, 5947, 7072: SplitToSequence into pieces
+    of different shapes: the harness's np.asarray of the sequence (a list) raised numpy's
+    'inhomogeneous shape' ValueError, counted as UNCLEAN. Sequence outputs are lists of arrays,
+    compared item by item; onnxjit's equal the reference's."""
+    from onnxjit import fuzz
+    f = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+    split = np.asarray(split)
+    model = _model(helper.make_node("SplitToSequence", ["x", "split"], ["seq"], axis=axis),
+                   [helper.make_tensor_value_info("x", f, ["a", "b"]),
+                    helper.make_tensor_value_info(
+                        "split", helper.np_dtype_to_tensor_dtype(split.dtype), list(split.shape))],
+                   [helper.make_tensor_sequence_value_info("seq", f, None)], 18)
+    x = np.arange(18, dtype=np.float32).reshape(3, 6)
+    data = model.SerializeToString()
+    want = fuzz._run_reference(data, [x, split])
+    got = fuzz._run_onnxjit(data, [x, split], lambda name: None)
+    assert isinstance(got[0], list) and len(got[0]) == len(want[0]) >= 2
+    assert len({p.shape for p in want[0]}) == 2    # pieces of two shapes
+    assert fuzz.compare(want, got) is None
+    assert fuzz.compare(want, [got[0][:-1]]) is not None      # the comparison can fail
+    for g, w in zip(got[0], want[0]):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_det_of_matrices_with_nan_and_inf():
+    """seed 7 case 2098: Det of a matrix holding NaN raised Numba's LinAlgError('Array must not
+    contain infs or NaNs'); the reference (numpy) gives NaN, and a number for most matrices
+    with an infinity."""
+    rng = np.random.default_rng(2098)
+    x = rng.standard_normal((12, 3, 3))
+    x[0, 1, 1] = np.nan
+    x[1, 0, 2] = np.inf
+    x[2, 2, 0] = -np.inf
+    x[3, 1, :] = np.nan
+    x[4, 0, 0], x[4, 2, 2] = np.inf, -np.inf
+    for dtype in (np.float32, np.float64):
+        f = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+        model = _model(helper.make_node("Det", ["x"], ["y"]),
+                       [helper.make_tensor_value_info("x", f, ["n", 3, 3])],
+                       [helper.make_tensor_value_info("y", f, None)], 18)
+        xd = x.astype(dtype)
+        (want,) = ReferenceEvaluator(model).run(None, {"x": xd})
+        (got,) = backend.prepare(model).run([xd])
+        assert np.isnan(want[0]) and np.isnan(want[3])
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("op, attrs", [("LpPool", {"p": 3}), ("MaxPool", {}),
+                                       ("AveragePool", {})])
+def test_pool_with_a_huge_stride_over_one_window(op, attrs):
+    """seed 7 case 2166: LpPool with strides [2147483647] over a 32-wide input (one output
+    window) allocated phase buffers a stride long (gigabytes: the worker was killed). A dim
+    with one window reads it at offset 0 whatever its stride."""
+    import resource
+    f = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+    model = _model(helper.make_node(op, ["x"], ["y"], kernel_shape=[2, 3],
+                                    strides=[2147483647, 2], **attrs),
+                   [helper.make_tensor_value_info("x", f, [1, 3, 4, 32])],
+                   [helper.make_tensor_value_info("y", f, None)], 22)
+    x = np.random.default_rng(2166).standard_normal((1, 3, 4, 32)).astype(np.float32)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    rep = backend.prepare(model)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    (got,) = rep.run([x])
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500_000   # KiB
+    assert got.shape == want.shape == (1, 3, 1, 15)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _roi_model(sampling_ratio, mode="avg", ctm="half_pixel"):
+    f = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+    i = helper.np_dtype_to_tensor_dtype(np.dtype(np.int64))
+    return _model(helper.make_node("RoiAlign", ["X", "rois", "b"], ["Y"], name="roi",
+                                   output_height=5, output_width=5, sampling_ratio=sampling_ratio,
+                                   spatial_scale=1.0, mode=mode,
+                                   coordinate_transformation_mode=ctm),
+                  [helper.make_tensor_value_info("X", f, [1, 1, 10, 10]),
+                   helper.make_tensor_value_info("rois", f, [3, 4]),
+                   helper.make_tensor_value_info("b", i, [3])],
+                  [helper.make_tensor_value_info("Y", f, None)], 16)
+
+
+_ROIS = np.array([[0, 0, 9, 9], [0, 5, 4, 9], [5, 5, 9, 9]], np.float32)
+
+
+@pytest.mark.parametrize("sampling_ratio, mode", [(1048577, "max"), (2147483647, "avg")])
+def test_roi_align_huge_sampling_ratio_is_refused(sampling_ratio, mode):
+    """seed 7 cases 3424 and 2989: RoiAlign with sampling_ratio 1048577 / 2147483647 allocated
+    sampling_ratio**2 samples' taps (the worker was killed, or numpy's 'array is too big');
+    sampling_ratio**2 samples per output element over the element limit are refused."""
+    from onnxjit.errors import LimitError
+    x = np.random.default_rng(3424).standard_normal((1, 1, 10, 10)).astype(np.float32)
+    with pytest.raises(LimitError, match=r"RoiAlign node 'roi'.*sampling_ratio"):
+        backend.prepare(_roi_model(sampling_ratio, mode)).run([x, _ROIS, np.zeros(3, np.int64)])
+
+
+@pytest.mark.parametrize("sampling_ratio, mode, ctm", [
+    (0, "avg", "half_pixel"), (2, "max", "output_half_pixel"), (40, "avg", "half_pixel"),
+    (40, "max", "output_half_pixel"), (-3, "avg", "half_pixel")])
+def test_roi_align_sampling_grid_in_chunks(sampling_ratio, mode, ctm):
+    """RoiAlign's samples' taps are computed a chunk at a time (40**2 = 1600 samples per bin
+    spans two chunks): the same answer as the reference, sane sampling ratios still run."""
+    x = np.random.default_rng(2989).standard_normal((1, 1, 10, 10)).astype(np.float32)
+    model = _roi_model(sampling_ratio, mode, ctm)
+    feeds = {"X": x, "rois": _ROIS, "b": np.zeros(3, np.int64)}
+    (want,) = ReferenceEvaluator(model).run(None, feeds)
+    (got,) = backend.prepare(model).run(list(feeds.values()))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
 
 def _shape_input_model(op, x_shape, shape_inputs, attrs, opset, x_dtype=np.float32, dims=None):
     """A one-node model whose shape-like inputs are int64 graph inputs (read at specialization),

@@ -107,9 +107,14 @@ def pool_geometry(auto_pad, in_spatial, kernel, strides=None, dilations=None, pa
     p = conv_pads(auto_pad, in_spatial, kernel, strides, dilations, pads)
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         # SAME fixes the output size to ceil(in / stride) regardless of ceil_mode
-        return strides, p, dilations, tuple(_ceil_div(n, s) for n, s in zip(in_spatial, strides))
-    return strides, p, dilations, pool_output_shape(in_spatial, kernel, strides, dilations, p,
-                                                    ceil_mode)
+        out = tuple(_ceil_div(n, s) for n, s in zip(in_spatial, strides))
+    else:
+        out = pool_output_shape(in_spatial, kernel, strides, dilations, p, ceil_mode)
+    # A dim with one output window reads it at offset 0 whatever its stride: stride 1 there, so
+    # the kernels' phase buffers (a stride's worth of padded input per phase) stay small; a
+    # stride of 2**31 - 1 asked for gigabytes of scratch.
+    strides = tuple(1 if o == 1 else s for s, o in zip(strides, out))
+    return strides, p, dilations, out
 
 
 def conv_transpose_geometry(auto_pad, in_spatial, kernel, strides=None, dilations=None,

@@ -188,18 +188,21 @@ def _bilinear_taps(y, x, H, W, pos, w):
 
 
 @njit(**_JIT)
-def _roi_bin(xf, base, pos, w, count, mode_max):
-    """Average (or RoiAlign's max of weighted taps) over one output bin's samples."""
-    out = 0.0
+def _roi_bin(xf, base, pos, w, count, mode_max, out, first):
+    """Average (sum here) or RoiAlign's max of weighted taps over `count` samples of one output
+    bin, continuing `out` (the samples before) unless `first`."""
     for s in range(count):
         if mode_max:
             v = max(max(w[s, 0] * xf[base + pos[s, 0]], w[s, 1] * xf[base + pos[s, 1]]),
                     max(w[s, 2] * xf[base + pos[s, 2]], w[s, 3] * xf[base + pos[s, 3]]))
-            out = v if s == 0 else max(out, v)
+            out = v if first and s == 0 else max(out, v)
         else:
             for t in range(4):
                 out += w[s, t] * xf[base + pos[s, t]]
-    return out if mode_max else out / max(count, 1)
+    return out
+
+
+_ROI_CHUNK = 1024   # samples whose taps are computed at once (scratch bounded whatever the grid)
 
 
 @njit(**_JIT)
@@ -221,18 +224,26 @@ def roi_align(x, rois, batch, out_h, out_w, sampling_ratio, scale, half_pixel, m
         bh, bw = rh / out_h, rw / out_w
         gh = sampling_ratio if sampling_ratio > 0 else int(math.ceil(rh / out_h))
         gw = sampling_ratio if sampling_ratio > 0 else int(math.ceil(rw / out_w))
-        pos = np.zeros((max(gh * gw, 1), 4), np.int64)
-        w = np.zeros((max(gh * gw, 1), 4), np.float64)
+        count = gh * gw if gh > 0 and gw > 0 else 0
+        chunk = max(min(count, _ROI_CHUNK), 1)
+        pos = np.zeros((chunk, 4), np.int64)
+        w = np.zeros((chunk, 4), np.float64)
+        acc = np.zeros(C, np.float64)
         for ph in range(out_h):
             for pw in range(out_w):
-                for iy in range(gh):
-                    yy = y1 + ph * bh + (iy + 0.5) * bh / gh
-                    for ix in range(gw):
+                acc[:] = 0.0
+                for s0 in range(0, count, chunk):   # samples s0.. in row-major (iy, ix) order
+                    m = min(chunk, count - s0)
+                    for s in range(m):
+                        iy, ix = (s0 + s) // gw, (s0 + s) % gw
+                        yy = y1 + ph * bh + (iy + 0.5) * bh / gh
                         xx = x1 + pw * bw + (ix + 0.5) * bw / gw
-                        _bilinear_taps(yy, xx, H, W, pos[iy * gw + ix], w[iy * gw + ix])
+                        _bilinear_taps(yy, xx, H, W, pos[s], w[s])
+                    for c in range(C):
+                        acc[c] = _roi_bin(xf, (b * C + c) * H * W, pos, w, m, mode_max, acc[c],
+                                          s0 == 0)
                 for c in range(C):
-                    y[r, c, ph, pw] = _roi_bin(xf, (b * C + c) * H * W, pos, w, gh * gw,
-                                               mode_max)
+                    y[r, c, ph, pw] = acc[c] if mode_max else acc[c] / max(count, 1)
     return y
 
 

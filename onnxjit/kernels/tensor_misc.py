@@ -125,11 +125,41 @@ def max_unpool(x, idx, size):
 
 @njit(**_JIT)
 def det(x3):
-    """Determinants of the (batch, n, n) matrices."""
+    """Determinants of the (batch, n, n) matrices (LAPACK's; a matrix with NaN or Inf, which
+    Numba's np.linalg.det refuses, by _det_nonfinite)."""
     out = np.empty(x3.shape[0], x3.dtype)
     for b in range(x3.shape[0]):
-        out[b] = np.linalg.det(np.ascontiguousarray(x3[b]))
+        m = np.ascontiguousarray(x3[b])
+        out[b] = np.linalg.det(m) if np.all(np.isfinite(m)) else _det_nonfinite(m)
     return out
+
+
+@njit(**_JIT)
+def _det_nonfinite(m):
+    """det of a matrix holding NaN or Inf as numpy's (OpenBLAS getrf) gives it: LU with partial
+    pivoting (first largest |a|), the column scaled by 1/pivot, a scale of 0 (an infinite
+    pivot) writing zeros; the product of the pivots. NaN in, NaN out in nearly every case."""
+    n = m.shape[0]
+    a = m.astype(np.float64)
+    d = 1.0
+    for k in range(n):
+        p, best = k, abs(a[k, k])
+        for i in range(k + 1, n):
+            if abs(a[i, k]) > best:
+                p, best = i, abs(a[i, k])
+        if p != k:
+            for j in range(n):
+                a[k, j], a[p, j] = a[p, j], a[k, j]
+            d = -d
+        piv = a[k, k]
+        d *= piv
+        if piv != 0.0:
+            r = 1.0 / piv
+            for i in range(k + 1, n):
+                f = a[i, k] * r if r != 0.0 else 0.0
+                for j in range(k + 1, n):
+                    a[i, j] -= f * a[k, j]
+    return d
 
 
 @njit(**_JIT)

@@ -7,8 +7,10 @@ import math
 
 import numpy as np
 
+from ..errors import LimitError
 from ..kernels import pool, shapes
 from ..registry import register
+from ..validate import current_limit
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _GS_MODES = {"nearest": 0, "linear": 1, "bilinear": 1, "cubic": 2, "bicubic": 2}
@@ -102,6 +104,15 @@ def _roi_align(ctx, x, rois, batch, ctm, mode, oh, ow, sampling_ratio, scale):
                  f"{list(batch.shape)} do not match (expected 4-D X, (R, 4) rois, (R,) indices)")
     if batch.dtype.kind not in "iu":
         ctx.fail("batch_indices must be integers")
+    # sampling_ratio**2 bilinear samples per output element (and scratch for them): bounded
+    # like a tensor's elements (0 or less: adaptive, from each roi's size, as the reference)
+    work = max(int(sampling_ratio), 0) ** 2 * max(r, 1) * x.shape[1] * oh * ow
+    most = current_limit()
+    if work > most:
+        raise LimitError(f"{ctx.node.op_type} node {ctx.node.name!r}: sampling_ratio="
+                         f"{sampling_ratio} asks for {work:,} samples ({sampling_ratio}**2 per "
+                         f"output element), over the element limit of {most:,} "
+                         "(prepare(max_elements=...) or ONNXJIT_MAX_ELEMENTS)")
     expr = (f"__k_spatial.roi_align({{0}}, {{1}}, {{2}}, {ctx.lit(int(oh))}, {ctx.lit(int(ow))}, "
             f"{ctx.lit(int(sampling_ratio))}, {ctx.lit(float(scale))}, {ctx.lit(half)}, "
             f"{ctx.lit(mode_max)})")
