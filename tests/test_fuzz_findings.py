@@ -446,3 +446,30 @@ def test_bad_shape_like_inputs_get_onnxjit_errors(op, x_shape, names, attrs, ops
     for g, w in zip(got, want):
         assert g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_stft_of_an_inf_sample_times_an_exact_zero_twiddle_is_nan():
+    """seed 7 case 8020: an inf sample meets the twiddle sin(2 pi 24 / 16) = sin(3 pi), exactly 0:
+    inf * 0 has no value (NaN), but the twiddle table held sin(pi) = 1.2e-16 and made it -inf,
+    where the reference has a finite number (its FFT never multiplies inf by that 0) and ONNX
+    Runtime +inf. NaN (either side) matches anything here, as in the fuzz harness."""
+    f = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("STFT", ["signal", "step", "window"], ["y"])], "stft",
+        [helper.make_tensor_value_info("signal", f, [1, 128, 1]),
+         helper.make_tensor_value_info("step", helper.np_dtype_to_tensor_dtype(np.dtype(np.int64)), []),
+         helper.make_tensor_value_info("window", f, [16])],
+        [helper.make_tensor_value_info("y", f, None)]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    rng = np.random.default_rng(8020)
+    signal = rng.standard_normal((1, 128, 1)).astype(np.float32)
+    signal[0, 124, 0] = np.inf
+    step = np.array(8, np.int64)
+    window = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(16) / 16)).astype(np.float32)
+    feeds = {"signal": signal, "step": step, "window": window}
+    (want,) = ReferenceEvaluator(model).run(None, feeds)
+    (got,) = backend.prepare(model).run([signal, step, window])
+    either = np.isnan(want) | np.isnan(got)
+    assert np.isnan(got[0, 14, 2, 1])            # inf * sin(3 pi)
+    np.testing.assert_allclose(got[~either], want[~either], rtol=1e-4, atol=1e-4)
