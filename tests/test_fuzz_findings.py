@@ -473,3 +473,28 @@ def test_stft_of_an_inf_sample_times_an_exact_zero_twiddle_is_nan():
     either = np.isnan(want) | np.isnan(got)
     assert np.isnan(got[0, 14, 2, 1])            # inf * sin(3 pi)
     np.testing.assert_allclose(got[~either], want[~either], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("big", [1e30, 2e20, 5e19, 1e19])
+def test_group_normalization_overflows_as_its_function_body(big):
+    """seed 7 case 1910: a 1e30 in a float32 group. GroupNormalization's function body computes
+    var = E[x^2] - E[x]^2 in float32: inf - inf = NaN for the group (the reference and ONNX
+    Runtime); the two-pass variance gave inf and y = bias. 2e20: E[x]^2 overflows too (NaN);
+    5e19: only the sum of squares does (var inf, y = bias); 1e19: neither."""
+    f = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"], num_groups=2)],
+        "gn", [helper.make_tensor_value_info("x", f, [3, 4, 2, 2]),
+               helper.make_tensor_value_info("scale", f, [4]),
+               helper.make_tensor_value_info("bias", f, [4])],
+        [helper.make_tensor_value_info("y", f, None)]),
+        opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    rng = np.random.default_rng(1910)
+    x = rng.standard_normal((3, 4, 2, 2)).astype(np.float32)
+    x[1, 3, 0, 1] = big
+    x[2, 0, 1, 0] = np.nan
+    scale, bias = rng.standard_normal(4).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x, "scale": scale, "bias": bias})
+    (got,) = backend.prepare(model).run([x, scale, bias])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

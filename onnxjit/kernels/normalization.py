@@ -492,10 +492,14 @@ def rms_norm(x, scale, eps):
 
 
 @njit(**_JIT)
-def group_norm(x, scale, bias, eps, groups):
+def group_norm(x, scale, bias, eps, groups, big=0.0):
     """x (N * G, C / G * S), one group per row; per-channel scale and bias (C,).
 
-    y = (x - mean) / sqrt(var + eps) * scale[c] + bias[c], c the element's channel."""
+    y = (x - mean) / sqrt(var + eps) * scale[c] + bias[c], c the element's channel. With `big`
+    (GroupNormalization: the largest finite value of the type its function body computes in),
+    var overflows as that body's E[x^2] - E[x]^2 does: inf where the sum of squares passes
+    `big`, NaN where E[x]^2 does too (inf - inf), as the reference and ONNX Runtime (seed 7
+    case 1910: a 1e30 in a float32 group); the two-pass variance stays finite there."""
     rows, cols = x.shape
     per_group = scale.shape[0] // groups
     spatial = cols // per_group if per_group else 0
@@ -503,6 +507,12 @@ def group_norm(x, scale, bias, eps, groups):
     acc = np.empty(16, x.dtype)
     for r in range(rows):
         mean, var = _mean_var(x, r, acc)
+        if big > 0.0:
+            m2 = float(mean) * float(mean)
+            if m2 > big:
+                var = x.dtype.type(np.nan)
+            elif cols * (float(var) + m2) > big:
+                var = x.dtype.type(np.inf)
         den = np.sqrt(var + eps)
         for k in range(per_group):
             c = (r % groups) * per_group + k

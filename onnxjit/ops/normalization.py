@@ -170,7 +170,7 @@ def RMSNormalization(ctx, x, scale, axis=-1, epsilon=1e-5, stash_type=1):
                     shape=x.shape, dtype=x.dtype)
 
 
-def _group_norm(ctx, x, scale, bias, groups, epsilon, per_group_params):
+def _group_norm(ctx, x, scale, bias, groups, epsilon, per_group_params, spec_var=False):
     """x (N, C, ...) normalized over groups of C / groups channels; scale/bias per channel."""
     _floats(ctx, x, scale, bias)
     if x.rank < 2:
@@ -186,8 +186,12 @@ def _group_norm(ctx, x, scale, bias, groups, epsilon, per_group_params):
         src = f"{{{len(params) + 1}}}.reshape(({want},))"
         params.append(f"__np.repeat({src}, {ctx.lit(c // groups)})" if per_group_params else src)
     dims = (n * groups, _prod(x.shape) // max(n * groups, 1))
+    # GroupNormalization's function body: var = E[x^2] - E[x]^2, overflowing as it does (see
+    # kernels/normalization.group_norm); InstanceNormalization's variance is a two-pass one
+    big = float(np.finfo(np.float32 if x.dtype.itemsize < 4 else x.dtype).max) if spec_var else 0.0
     expr = (f"__k_normalization.group_norm({{0}}.reshape({ctx.lit(dims)}), {params[0]}, {params[1]}, "
-            f"{ctx.scalar(epsilon, x.dtype)}, {ctx.lit(groups)}).reshape({ctx.lit(x.shape)})")
+            f"{ctx.scalar(epsilon, x.dtype)}, {ctx.lit(groups)}, {ctx.lit(big)})"
+            f".reshape({ctx.lit(x.shape)})")
     return ctx.call(expr, x, scale, bias, shape=x.shape, dtype=x.dtype)
 
 
@@ -199,13 +203,13 @@ def InstanceNormalization(ctx, x, scale, bias, epsilon=1e-5, consumed_inputs=Non
 @register("GroupNormalization", 18)
 def GroupNormalization_18(ctx, x, scale, bias, num_groups, epsilon=1e-5):
     """Opset 18: scale and bias hold one value per group."""
-    return _group_norm(ctx, x, scale, bias, num_groups, epsilon, True)
+    return _group_norm(ctx, x, scale, bias, num_groups, epsilon, True, True)
 
 
 @register("GroupNormalization", 21)
 def GroupNormalization_21(ctx, x, scale, bias, num_groups, epsilon=1e-5, stash_type=1):
     """Opset 21: scale and bias hold one value per channel."""
-    return _group_norm(ctx, x, scale, bias, num_groups, epsilon, False)
+    return _group_norm(ctx, x, scale, bias, num_groups, epsilon, False, True)
 
 
 @register("MeanVarianceNormalization", 9)
