@@ -498,3 +498,49 @@ def test_group_normalization_overflows_as_its_function_body(big):
     (want,) = ReferenceEvaluator(model).run(None, {"x": x, "scale": scale, "bias": bias})
     (got,) = backend.prepare(model).run([x, scale, bias])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("values", [[-np.inf, 2.0, np.inf, -2.5, 1e-40, 0.5],
+                                    [1.0, -np.inf, 1.3, 2.5, 1e-40, 4.0],
+                                    [1.0, np.inf, -1.3, 2.5, 1e-40, 4.0]])
+def test_dynamic_quantize_linear_of_an_inf(values):
+    """seed 7 cases 1897, 3757: an inf makes the scale inf and the zero point 0 - min / scale
+    NaN (or -0); the reference's and ONNX Runtime's max(0, min(255, NaN)) is 255, onnxjit's
+    clamp gave 0, so every finite x quantized to 0 instead of 255."""
+    f = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+    u8 = helper.np_dtype_to_tensor_dtype(np.dtype(np.uint8))
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zp"])], "dql",
+        [helper.make_tensor_value_info("x", f, [6])],
+        [helper.make_tensor_value_info("y", u8, None), helper.make_tensor_value_info("scale", f, None),
+         helper.make_tensor_value_info("zp", u8, None)]),
+        opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = 10
+    x = np.array(values, np.float32)
+    with np.errstate(all="ignore"):
+        want = ReferenceEvaluator(model).run(None, {"x": x})
+    got = backend.prepare(model).run([x])
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_quantize_linear_int16_saturates_inf_as_onnx_runtime():
+    """seed 7 case 6487 (no change: a guard): QuantizeLinear to int16 of +-inf and +-1e30
+    saturates to [-32768, 32767] as the operator's definition and ONNX Runtime (opset 21) say;
+    the reference casts rint(inf) to int32 first (undefined: INT_MIN, then -32768 for +inf)."""
+    import onnxruntime
+    f = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+    i16 = helper.np_dtype_to_tensor_dtype(np.dtype(np.int16))
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1, block_size=2)], "q",
+        [helper.make_tensor_value_info("x", f, [2, 4]), helper.make_tensor_value_info("s", f, [2, 2])],
+        [helper.make_tensor_value_info("y", i16, None)], [helper.make_tensor("z", i16, [2, 2], [0] * 4)]),
+        opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    x = np.array([[np.inf, -np.inf, 1e30, -1e30], [1, 2, 3, 70000]], np.float32)
+    s = np.array([[1.5, 2.5], [3.0, 4.9]], np.float32)
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 4
+    want = onnxruntime.InferenceSession(model.SerializeToString(), options,
+                                        providers=["CPUExecutionProvider"]).run(None, {"x": x, "s": s})[0]
+    np.testing.assert_array_equal(backend.prepare(model).run([x, s])[0], want)
