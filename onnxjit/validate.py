@@ -170,7 +170,10 @@ def _check_values(node, opsets):
 
 
 def _check_before_inference(node):
-    """What onnx's own shape inference does not survive (it aborts the process)."""
+    """What onnx's own shape inference does not survive (it aborts the process); ConvTranspose's
+    output_padding (_check_output_padding)."""
+    if node.op_type == "ConvTranspose":
+        _check_output_padding(node)
     if node.op_type == "Split":
         n = next((a.i for a in node.attribute if a.name == "num_outputs"), None)
         if n is not None and (n != len(node.output) or n < 1):
@@ -178,6 +181,25 @@ def _check_before_inference(node):
                              f"{len(node.output)} output(s)")
         if n is not None and len(node.input) > 1 and node.input[1]:
             raise ModelError(f"{_describe(node)}: both num_outputs and the split input are given")
+
+
+def _check_output_padding(node):
+    """ConvTranspose's output_padding must be less than max(stride, dilation) per spatial dim
+    (ONNX Runtime's rule, with or without output_shape; the reference refuses it where no
+    output_shape is given): a larger one added zero rows of onnxjit's own meaning."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    pads = list(attrs.get("output_padding") or ())
+    if not pads:
+        return
+    strides = list(attrs.get("strides") or [1] * len(pads))
+    dilations = list(attrs.get("dilations") or [1] * len(pads))
+    if not len(strides) == len(dilations) == len(pads):
+        raise ModelError(f"{_describe(node)}: output_padding {pads}, strides {strides} and "
+                         f"dilations {dilations} must have one value per spatial dim")
+    for i, (p, s, d) in enumerate(zip(pads, strides, dilations)):
+        if not 0 <= p < max(s, d):
+            raise ModelError(f"{_describe(node)}: output_padding[{i}] = {p} must be at least 0 "
+                             f"and less than max(stride, dilation) = {max(s, d)}")
 
 
 def _first_line(exc):
@@ -348,15 +370,16 @@ def check_fold(node, inputs, model_opsets):
 
 def _check_conv_transpose(node, inputs):
     """An explicit output_shape must be one the input could come from: per spatial dim at most
-    stride - 1 past the full output s*(in-1) + (k-1)*d + 1 (ONNX Runtime's rule, checked on
-    every size; the reference refuses these too). onnxjit padded the end instead."""
+    stride - 1 past the full output s*(in-1) + (k-1)*d + 1, whatever the output_padding (ONNX
+    Runtime's rule, checked on every size; the reference refuses these too). onnxjit padded the
+    end instead."""
     if len(inputs) < 2 or inputs[0] is None or inputs[1] is None:
         return
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     x, w = tuple(inputs[0].shape), tuple(inputs[1].shape)
     k = len(x) - 2
     out = list(attrs.get("output_shape") or ())[-k:] if k > 0 else []
-    if not out or len(out) != k or len(w) != len(x) or any(attrs.get("output_padding") or ()):
+    if not out or len(out) != k or len(w) != len(x):
         return
     kernel = list(attrs.get("kernel_shape") or w[2:])
     strides = list(attrs.get("strides") or [1] * k)

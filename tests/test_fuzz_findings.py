@@ -544,3 +544,74 @@ def test_quantize_linear_int16_saturates_inf_as_onnx_runtime():
     want = onnxruntime.InferenceSession(model.SerializeToString(), options,
                                         providers=["CPUExecutionProvider"]).run(None, {"x": x, "s": s})[0]
     np.testing.assert_array_equal(backend.prepare(model).run([x, s])[0], want)
+
+
+
+def _ct_padding_model(strides, output_padding, output_shape):
+    f = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+    attrs = {"kernel_shape": [3, 3], "strides": strides, "output_padding": output_padding}
+    if output_shape is not None:
+        attrs["output_shape"] = output_shape
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("ConvTranspose", ["X", "W"], ["Y"], name="ct", **attrs)], "ct",
+        [helper.make_tensor_value_info("X", f, ["n", "c", "h", "w"]),
+         helper.make_tensor_value_info("W", f, [1, 2, 3, 3])],
+        [helper.make_tensor_value_info("Y", f, None)]),
+        opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    return model
+
+
+@pytest.mark.parametrize("strides, output_padding, output_shape, where, match", [
+    ([3, 2], [1, 1], [12, 8], "run", "output_shape"),       # seed 7 case 5369
+    ([2, 2], [1, 1], [10, 8], "run", "output_shape"),       # seed 7 case 5666
+    ([3, 2], [3, 1], [10, 8], "prepare", "output_padding"),  # seed 7 case 6632
+    ([2, 2], [1, 2], None, "prepare", "output_padding"),
+])
+def test_conv_transpose_inconsistent_output_shape_or_padding_is_refused(
+        strides, output_padding, output_shape, where, match):
+    """seed 7 cases 5369, 5666: an output_shape a stride or more past the full output was still
+    answered when output_padding was non-zero (the check skipped those); ONNX Runtime refuses
+    it whatever the output_padding, the reference too. Case 6632: an output_padding not below
+    max(stride, dilation) was answered; ONNX Runtime always refuses it (the reference where no
+    output_shape is given): refused at prepare, naming the node."""
+    import onnxruntime
+
+    from onnxjit.errors import ModelError
+    model = _ct_padding_model(strides, output_padding, output_shape)
+    rng = np.random.default_rng(7)
+    feeds = {"X": rng.standard_normal((1, 1, 3, 3)).astype(np.float32),
+             "W": rng.standard_normal((1, 2, 3, 3)).astype(np.float32)}
+    with pytest.raises(Exception):      # ONNX Runtime refuses it  # noqa: B017
+        onnxruntime.InferenceSession(model.SerializeToString(),
+                                     providers=["CPUExecutionProvider"]).run(None, feeds)
+    with pytest.raises(ModelError, match=f"'ct'.*{match}"):
+        backend.prepare(model).run(feeds)
+    assert where in ("run", "prepare")
+    if where == "prepare":
+        with pytest.raises(ModelError, match=f"'ct'.*{match}"):
+            backend.prepare(model)
+
+
+@pytest.mark.parametrize("strides, output_padding, output_shape", [
+    ([3, 2], [1, 1], [10, 8]), ([2, 2], [1, 1], [8, 8]), ([3, 2], [2, 1], None),
+    ([3, 2], [2, 1], [11, 8])])
+def test_conv_transpose_consistent_output_shape_with_padding_still_runs(
+        strides, output_padding, output_shape):
+    """The neighbours of the cases above: an output_shape up to stride - 1 past the full
+    output, output_padding below the stride: both oracles answer, and onnxjit agrees."""
+    import onnxruntime
+    model = _ct_padding_model(strides, output_padding, output_shape)
+    rng = np.random.default_rng(7)
+    feeds = {"X": rng.standard_normal((1, 1, 3, 3)).astype(np.float32),
+             "W": rng.standard_normal((1, 2, 3, 3)).astype(np.float32)}
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    ort = onnxruntime.InferenceSession(model.SerializeToString(),
+                                       providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = backend.prepare(model).run(feeds)[0]
+    assert got.shape == want.shape
+    if np.allclose(want, ort, rtol=1e-5, atol=1e-5):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    else:     # the oracles differ (where the extra rows go): onnxjit must match one of them
+        assert (np.allclose(got, want, rtol=1e-5, atol=1e-5)
+                or np.allclose(got, ort, rtol=1e-5, atol=1e-5))
