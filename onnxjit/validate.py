@@ -395,7 +395,24 @@ def _check_conv_transpose(node, inputs):
                              f"{kernel[i]}, dilation {dilations[i]})")
 
 
-_SHAPE_RULES = {"ConvTranspose": _check_conv_transpose}
+def _check_pool(node, inputs):
+    """A pool with auto_pad SAME_UPPER / SAME_LOWER over an input with a spatial dim of 0: the
+    output dim ceil(0 / stride) = 0 is an empty window grid: ONNX Runtime refuses it for every
+    pool ('Only N can be zero'), the reference for MaxPool ('output shape cannot be null or
+    negative'); onnxjit answered an empty tensor."""
+    if not inputs or inputs[0] is None:
+        return
+    auto_pad = next((a.s for a in node.attribute if a.name == "auto_pad"), b"NOTSET")
+    if auto_pad not in (b"SAME_UPPER", b"SAME_LOWER"):
+        return
+    spatial = [int(d) for d in tuple(inputs[0].shape)[2:]]
+    if 0 in spatial:
+        raise ModelError(f"{_describe(node)}: auto_pad {auto_pad.decode()} over an input with a "
+                         f"spatial dim of 0 (spatial dims {spatial}) gives no output window")
+
+
+_SHAPE_RULES = {"ConvTranspose": _check_conv_transpose, "MaxPool": _check_pool,
+                "AveragePool": _check_pool, "LpPool": _check_pool}
 
 
 def check_outputs(node, outputs):

@@ -615,3 +615,32 @@ def test_conv_transpose_consistent_output_shape_with_padding_still_runs(
     else:     # the oracles differ (where the extra rows go): onnxjit must match one of them
         assert (np.allclose(got, want, rtol=1e-5, atol=1e-5)
                 or np.allclose(got, ort, rtol=1e-5, atol=1e-5))
+
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+def test_same_padded_pool_over_an_empty_spatial_dim_is_refused(op, auto_pad):
+    """seed 7 case 8089: MaxPool SAME_UPPER over float[1,3,32,0] (declared symbolic) answered an
+    empty tensor; ONNX Runtime refuses any pool over an empty spatial dim, the reference refuses
+    MaxPool's. Refused while the signature is specialized, naming the node; the same model over
+    a non-empty input still agrees with the reference."""
+    import onnxruntime
+
+    from onnxjit.errors import ModelError
+    f = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"], name="pool", auto_pad=auto_pad, kernel_shape=[2, 2])],
+        "pool", [helper.make_tensor_value_info("x", f, ["n", "c", "h", "w"])],
+        [helper.make_tensor_value_info("y", f, None)]), opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    empty = np.zeros((1, 3, 32, 0), np.float32)
+    with pytest.raises(Exception):      # ONNX Runtime refuses it  # noqa: B017
+        onnxruntime.InferenceSession(model.SerializeToString(),
+                                     providers=["CPUExecutionProvider"]).run(None, {"x": empty})
+    rep = backend.prepare(model)
+    with pytest.raises(ModelError, match="'pool'.*spatial dim of 0"):
+        rep.run({"x": empty})
+    x = np.random.default_rng(7).standard_normal((1, 3, 5, 4)).astype(np.float32)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(rep.run({"x": x})[0], want, rtol=1e-5, atol=1e-6)
