@@ -644,3 +644,15 @@ def test_same_padded_pool_over_an_empty_spatial_dim_is_refused(op, auto_pad):
     x = np.random.default_rng(7).standard_normal((1, 3, 5, 4)).astype(np.float32)
     want = ReferenceEvaluator(model).run(None, {"x": x})[0]
     np.testing.assert_allclose(rep.run({"x": x})[0], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("far", [1e30, np.inf])
+def test_roi_align_adaptive_grid_of_a_huge_roi_is_refused(far):
+    """sampling_ratio 0 samples ceil(roi size / output size) per bin side: a roi 1e30 wide asked
+    for ~1e30 samples (a hang; the reference never finishes either). The kernel refuses a roi
+    whose samples are over the element limit, naming RoiAlign; sane rois run (the test above)."""
+    x = np.random.default_rng(0).standard_normal((1, 1, 10, 10)).astype(np.float32)
+    rois = np.array([[0, 0, 9, 9], [0, 0, far, 9]], np.float32)
+    model = _roi_model(0)
+    with pytest.raises(IndexError, match=r"^RoiAlign: .*out of range"):
+        backend.prepare(model).run([x, np.concatenate([rois, rois[:1]]), np.zeros(3, np.int64)])

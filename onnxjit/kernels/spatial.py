@@ -206,8 +206,10 @@ _ROI_CHUNK = 1024   # samples whose taps are computed at once (scratch bounded w
 
 
 @njit(**_JIT)
-def roi_align(x, rois, batch, out_h, out_w, sampling_ratio, scale, half_pixel, mode_max):
-    """ONNX RoiAlign: x (N, C, H, W), rois (R, 4) as (x1, y1, x2, y2) -> (R, C, out_h, out_w)."""
+def roi_align(x, rois, batch, out_h, out_w, sampling_ratio, scale, half_pixel, mode_max, most):
+    """ONNX RoiAlign: x (N, C, H, W), rois (R, 4) as (x1, y1, x2, y2) -> (R, C, out_h, out_w).
+    An adaptive sampling grid (sampling_ratio 0: from the roi's size) whose samples for the roi
+    would be over `most` (the element limit) is refused: a roi of 1e30 asked for ~1e58."""
     N, C, H, W = x.shape
     R = rois.shape[0]
     xf = np.ascontiguousarray(x).ravel()
@@ -222,6 +224,11 @@ def roi_align(x, rois, batch, out_h, out_w, sampling_ratio, scale, half_pixel, m
         if not half_pixel:   # malformed rois are forced to 1x1
             rw, rh = max(rw, 1.0), max(rh, 1.0)
         bh, bw = rh / out_h, rw / out_w
+        if sampling_ratio <= 0:
+            fh, fw = np.ceil(np.float64(rh) / out_h), np.ceil(np.float64(rw) / out_w)
+            if fh > 0 and fw > 0 and fh * fw * out_h * out_w * max(C, 1) > most:
+                raise IndexError("RoiAlign: a roi's adaptive sampling grid (sampling_ratio 0) "
+                                 "is out of range: more samples than the element limit")
         gh = sampling_ratio if sampling_ratio > 0 else int(math.ceil(rh / out_h))
         gw = sampling_ratio if sampling_ratio > 0 else int(math.ceil(rw / out_w))
         count = gh * gw if gh > 0 and gw > 0 else 0

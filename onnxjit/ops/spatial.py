@@ -115,7 +115,7 @@ def _roi_align(ctx, x, rois, batch, ctm, mode, oh, ow, sampling_ratio, scale):
                          "(prepare(max_elements=...) or ONNXJIT_MAX_ELEMENTS)")
     expr = (f"__k_spatial.roi_align({{0}}, {{1}}, {{2}}, {ctx.lit(int(oh))}, {ctx.lit(int(ow))}, "
             f"{ctx.lit(int(sampling_ratio))}, {ctx.lit(float(scale))}, {ctx.lit(half)}, "
-            f"{ctx.lit(mode_max)})")
+            f"{ctx.lit(mode_max)}, {ctx.lit(most)})")
     return ctx.call(expr, x, rois, batch, shape=(r, x.shape[1], oh, ow), dtype=x.dtype)
 
 
