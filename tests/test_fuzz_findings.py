@@ -656,3 +656,76 @@ def test_roi_align_adaptive_grid_of_a_huge_roi_is_refused(far):
     model = _roi_model(0)
     with pytest.raises(IndexError, match=r"^RoiAlign: .*out of range"):
         backend.prepare(model).run([x, np.concatenate([rois, rois[:1]]), np.zeros(3, np.int64)])
+
+
+
+def test_non_max_suppression_empty_scalar_inputs_are_refused():
+    """seed 7 case 4118: NonMaxSuppression with max_output_boxes_per_class of shape [0] took it
+    as 0; the reference refuses it (a scalar; ONNX Runtime reads past the empty tensor, so it
+    is no oracle here). Refused naming the node; empty thresholds are left out, as the
+    reference takes them, and one-element inputs still agree."""
+    from onnxjit.errors import OnnxJitError
+    f = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+    i64 = helper.np_dtype_to_tensor_dtype(np.dtype(np.int64))
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("NonMaxSuppression", ["b", "s", "m", "i", "t"], ["y"], name="nms")],
+        "nms", [helper.make_tensor_value_info("b", f, [1, 6, 4]),
+                helper.make_tensor_value_info("s", f, [1, 2, 6]),
+                helper.make_tensor_value_info("m", i64, ["dm"]),
+                helper.make_tensor_value_info("i", f, ["di"]),
+                helper.make_tensor_value_info("t", f, ["dt"])],
+        [helper.make_tensor_value_info("y", i64, None)]),
+        opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = 6
+    rng = np.random.default_rng(7)
+    corners = rng.random((1, 6, 2)).astype(np.float32)
+    boxes = np.concatenate([corners, corners + rng.random((1, 6, 2)).astype(np.float32)], 2)
+    scores = rng.random((1, 2, 6)).astype(np.float32)
+    good = {"b": boxes, "s": scores, "m": np.array([3], np.int64),
+            "i": np.array([0.3], np.float32), "t": np.array([0.2], np.float32)}
+    rep = backend.prepare(model)
+    for bad in (dict(good, m=good["m"][:0]), dict(good, m=good["m"][:0], i=good["i"][:0],
+                                                  t=good["t"][:0])):
+        with pytest.raises(Exception):      # the reference refuses it  # noqa: B017
+            ReferenceEvaluator(model).run(None, bad)
+        with pytest.raises(OnnxJitError, match="'nms'.*max_output_boxes_per_class must be"):
+            rep.run(bad)
+    for feeds in (good, dict(good, i=good["i"][:0]), dict(good, t=good["t"][:0])):
+        want = ReferenceEvaluator(model).run(None, feeds)[0]
+        np.testing.assert_array_equal(rep.run(feeds)[0], want)
+
+
+@pytest.mark.parametrize("q_shape, kv_shape, attrs", [
+    ((2, 0, 24), (2, 6, 24), {"q_num_heads": 3, "kv_num_heads": 3}),
+    ((2, 3, 0, 8), (2, 3, 6, 8), {})])
+def test_attention_empty_q_sequence_is_refused(q_shape, kv_shape, attrs):
+    """seed 7 case 1400: Attention with Q float[2, 0, 24] (declared symbolic) answered an empty
+    output; ONNX Runtime refuses a Q sequence length of 0 (3-D and 4-D), the reference the 3-D
+    one. Refused while the signature is specialized, naming the node; a Q of one or more
+    positions still agrees with the reference."""
+    import onnxruntime
+
+    from onnxjit.errors import ModelError
+    f = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Attention", ["Q", "K", "V"], ["Y"], name="attn", **attrs)], "attn",
+        [helper.make_tensor_value_info("Q", f, ["q"] * len(q_shape)),
+         helper.make_tensor_value_info("K", f, list(kv_shape)),
+         helper.make_tensor_value_info("V", f, list(kv_shape))],
+        [helper.make_tensor_value_info("Y", f, None)]), opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 10
+    rng = np.random.default_rng(7)
+    feeds = {"Q": np.zeros(q_shape, np.float32),
+             "K": rng.standard_normal(kv_shape).astype(np.float32),
+             "V": rng.standard_normal(kv_shape).astype(np.float32)}
+    with pytest.raises(Exception):      # ONNX Runtime refuses it  # noqa: B017
+        onnxruntime.InferenceSession(model.SerializeToString(),
+                                     providers=["CPUExecutionProvider"]).run(None, feeds)
+    rep = backend.prepare(model)
+    with pytest.raises(ModelError, match="'attn'.*sequence length of 0"):
+        rep.run(feeds)
+    q_shape = list(q_shape)
+    q_shape[-2] = 2
+    feeds["Q"] = rng.standard_normal(q_shape).astype(np.float32)
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    np.testing.assert_allclose(rep.run(feeds)[0], want, rtol=1e-5, atol=1e-6)
