@@ -29,7 +29,9 @@ def _norm_axes(ctx, axes, rank):
             ctx.fail(f"axis {a} is out of range for rank {rank}")
         n = a + rank if a < 0 else a
         if n in out:
-            ctx.fail(f"axes {[int(v) for v in axes]} name axis {n} more than once (a "
+            shown = [int(v) for v in axes[:8]]
+            ctx.fail(f"axes {str(shown)[:-1] + (', ...]' if len(axes) > 8 else ']')} name axis "
+                     f"{n} more than once (a "
                      "reduction's axes must be distinct, as numpy's)")
         out.add(n)
     return sorted(out)
