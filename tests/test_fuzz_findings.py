@@ -546,7 +546,6 @@ def test_quantize_linear_int16_saturates_inf_as_onnx_runtime():
     np.testing.assert_array_equal(backend.prepare(model).run([x, s])[0], want)
 
 
-
 def _ct_padding_model(strides, output_padding, output_shape):
     f = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
     attrs = {"kernel_shape": [3, 3], "strides": strides, "output_padding": output_padding}
@@ -617,7 +616,6 @@ def test_conv_transpose_consistent_output_shape_with_padding_still_runs(
                 or np.allclose(got, ort, rtol=1e-5, atol=1e-5))
 
 
-
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
 @pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
 def test_same_padded_pool_over_an_empty_spatial_dim_is_refused(op, auto_pad):
@@ -656,7 +654,6 @@ def test_roi_align_adaptive_grid_of_a_huge_roi_is_refused(far):
     model = _roi_model(0)
     with pytest.raises(IndexError, match=r"^RoiAlign: .*out of range"):
         backend.prepare(model).run([x, np.concatenate([rois, rois[:1]]), np.zeros(3, np.int64)])
-
 
 
 def test_non_max_suppression_empty_scalar_inputs_are_refused():
