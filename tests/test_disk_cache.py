@@ -22,6 +22,8 @@ print(json.dumps({"path": c.path, "hits": stats.cache_hits and sum(stats.cache_h
 def _prepare_in_child(model_path, cache, code=CHILD):
     """Run `code` (which prints JSON last) in a new process on the cache dir `cache`."""
     env = dict(os.environ, ONNXJIT_CACHE_DIR=str(cache))
+    if code is CHILD:       # it reads the njit entry's cache stats (a Python driver has none)
+        env["ONNXJIT_ENTRY"] = "auto"
     out = subprocess.run([sys.executable, "-c", code, str(model_path)], env=env,
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
