@@ -57,7 +57,7 @@ def test_compiled_loops_use_the_target_registers_and_no_wider():
     import numba
     asm = ""
     for f in functions:
-        fresh = numba.njit(**{k: v for k, v in f.targetoptions.items() if k != "cache"})(f.py_func)
+        fresh = numba.njit(**{k: v for k, v in f.targetoptions.items() if k not in ("cache", "nopython")})(f.py_func)
         for sig in f.signatures:
             fresh.compile(sig)
             asm += fresh.inspect_asm(sig)
