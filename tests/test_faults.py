@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # A child process: prepares y = Relu(x * w + 1) (an elementwise fused kernel and an njit entry),
 # runs it, checks it against the reference and reports what it saw as one JSON line.
-CHILD = r"""
+HOOK = r"""
 import json, os, sys, warnings
 READ_ONLY = os.environ.get("FAULTS_READ_ONLY")
 if READ_ONLY:       # no other way to make a folder read-only here: refuse writes (audit hook)
@@ -48,6 +48,11 @@ if READ_ONLY:       # no other way to make a folder read-only here: refuse write
             raise OSError(errno.EROFS, "Read-only file system (test)", os.fsdecode(args[0]))
     sys.addaudithook(hook)
 
+"""
+
+# y = Relu(x * w + 1) and its input: the model both this file's and the CUDA cache-fault
+# children prepare (tests/cuda/test_cuda_cache_faults.py).
+MODEL = r"""
 import numpy as np
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
@@ -63,6 +68,9 @@ nodes = [helper.make_node("Mul", ["x", "w"], ["m"]), helper.make_node("Add", ["m
 model = helper.make_model(helper.make_graph(nodes, "faults", [x], [y], [w, one]),
                           opset_imports=[helper.make_opsetid("", 17)])
 feed = np.linspace(-3, 3, 15, dtype=np.float32).reshape(3, 5)
+"""
+
+CHILD = HOOK + MODEL + r"""
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     rep = backend.prepare(model)

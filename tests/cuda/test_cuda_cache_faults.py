@@ -25,22 +25,7 @@ _spec.loader.exec_module(_faults)
 
 # The read-only audit hook of test_faults.CHILD (FAULTS_READ_ONLY), then y = Relu(x * w + 1) on
 # CUDA (one fused kernel), checked against the reference; one JSON line.
-CHILD = _faults.CHILD.split("import numpy as np")[0] + r"""
-import numpy as np
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
-import onnxjit.backend as backend
-from onnxjit.compile import CacheWarning
-
-x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])
-y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])
-w = helper.make_tensor("w", TensorProto.FLOAT, [5], [0.5, -1.0, 2.0, 3.0, -0.25])
-one = helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])
-nodes = [helper.make_node("Mul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "one"], ["a"]),
-         helper.make_node("Relu", ["a"], ["y"])]
-model = helper.make_model(helper.make_graph(nodes, "cuda_faults", [x], [y], [w, one]),
-                          opset_imports=[helper.make_opsetid("", 17)])
-feed = np.linspace(-3, 3, 15, dtype=np.float32).reshape(3, 5)
+CHILD = _faults.HOOK + _faults.MODEL + r"""
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     rep = backend.prepare(model, "CUDA")
@@ -152,7 +137,7 @@ class _Codegen:
 
 class _Context:
     def refresh(self):
-        pass
+        """Nothing to refresh in this stand-in."""
 
     def codegen(self):
         return _Codegen()
