@@ -19,6 +19,11 @@ IndexError("Op: ... out of range") a compiled kernel raises for an index out of 
   clear refusal  the reference answers, onnxjit raises one of its own errors
   ref refuses    the reference raises and onnxjit answers, and ONNX Runtime either cannot run the
                  model or answers otherwise: no verdict
+  oracles differ onnxjit differs from the reference, and the oracles give no verdict: ONNX
+                 Runtime answers otherwise than both (an ill-conditioned result: the sine of an
+                 exp that rounds one ulp apart, seed 7 case 5445), or the reference's answer is
+                 undefined (numpy warned that it cast a NaN or an infinity to an integer, seed 7
+                 case 6487) and ONNX Runtime cannot run the model
   skip           the reference crashed or took too long (onnxjit, run alone, neither crashed,
                  hung nor raised an unclean error), or no mutation applied
   CRASH          the worker died while onnxjit prepared or ran the case (a segfault, an abort)
@@ -66,7 +71,8 @@ from multiprocessing.connection import wait as wait_any
 import numpy as np
 
 FINDINGS = ("CRASH", "HANG", "WRONG", "UNCLEAN")
-OUTCOMES = ("agree", "both refuse", "clear refusal", "ref refuses", "skip") + FINDINGS
+OUTCOMES = ("agree", "both refuse", "clear refusal", "ref refuses", "oracles differ",
+            "skip") + FINDINGS
 KINDS = ("dims", "values", "attrs", "dtype", "graph")
 KIND_WEIGHTS = (0.25, 0.25, 0.2, 0.1, 0.2)
 
@@ -396,10 +402,23 @@ def _run_reference(model, inputs):
 
     import onnx
     from onnx.reference import ReferenceEvaluator
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as caught, np.errstate(all="warn"):
+        warnings.simplefilter("always")
         ref = ReferenceEvaluator(onnx.ModelProto.FromString(model))
-        return [_output(o) for o in ref.run(None, dict(zip(ref.input_names, inputs)))]
+        outputs = [_output(o) for o in ref.run(None, dict(zip(ref.input_names, inputs)))]
+    if any(_UNDEFINED_CAST in str(w.message) for w in caught):
+        return _Undefined(outputs)
+    return outputs
+
+
+# numpy's warning when it casts a NaN or an infinity to an integer: the result is undefined
+# (whatever the CPU's conversion instruction gives), so a reference answer that went through
+# one is no oracle.
+_UNDEFINED_CAST = "invalid value encountered in cast"
+
+
+class _Undefined(list):
+    """The reference's outputs when one of its casts was undefined (see _UNDEFINED_CAST)."""
 
 
 def _output(value):
@@ -439,7 +458,10 @@ def _run_ort(model, inputs):
 
 def _attempt(fn, *args):
     try:
-        return {"ok": fn(*args)}
+        value = fn(*args)
+        if isinstance(value, _Undefined):
+            return {"ok": list(value), "undefined": True}
+        return {"ok": value}
     except BaseException as exc:   # noqa: BLE001  (everything is a result here)
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -588,6 +610,15 @@ def classify(ref, jit, ort=None, infinite_inputs=False, nan_propagates=False, na
         return None, "ask ort"
     if "ok" in ort and compare(ort["ok"], jit["ok"]) is None:
         return "agree", f"ONNX Runtime agrees with onnxjit (the reference: {diff})"
+    if "ok" in ort:
+        oracles = compare(ref["ok"], ort["ok"])
+        if oracles is not None:
+            return "oracles differ", (f"the reference: {diff}; ONNX Runtime differs from both "
+                                      f"(against the reference: {oracles})")
+    elif ref.get("undefined"):
+        return "oracles differ", (f"the reference: {diff}; but the reference cast a NaN or an "
+                                  f"infinity to an integer (undefined) and ONNX Runtime cannot "
+                                  f"run the model ({ort['error']['message'][:120]})")
     return "WRONG", diff
 
 

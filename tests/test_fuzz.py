@@ -157,3 +157,36 @@ def test_a_model_casting_to_float32_is_compared_at_float32_tolerance():
     assert fuzz.compare(ref, ort, narrow=np.float32) is None
     worse = [np.asarray(o) * (1 + 1e-2) for o in ort]           # still a real difference
     assert fuzz.compare(ref, worse, narrow=np.float32) is not None
+
+
+def test_no_verdict_when_the_oracles_themselves_differ():
+    """seed 7 case 5445: Sin of an Exp near float32's overflow; one ulp of the exp turns into a
+    different sine, and the reference and ONNX Runtime differ from each other there. A third
+    answer is no finding, but one ONNX Runtime confirms against onnxjit still is."""
+    ref = {"ok": [np.array([1.0, np.nan], np.float32)]}
+    ort = {"ok": [np.array([1.0, -0.76], np.float32)]}
+    jit = {"ok": [np.array([1.0, 0.47], np.float32)]}
+    assert fuzz.classify(ref, jit, ort)[0] == "oracles differ"
+    assert fuzz.classify(ref, jit, {"ok": ref["ok"]})[0] == "WRONG"
+    assert fuzz.classify(ref, jit, {"ok": jit["ok"]})[0] == "agree"
+
+
+def test_a_reference_answer_through_an_undefined_cast_is_no_oracle():
+    """seed 7 case 6487: QuantizeLinear of an infinity; the reference's numpy cast of inf to an
+    integer is undefined (numpy warns), and ONNX Runtime has no QuantizeLinear-28. The
+    reference's answer is flagged, so a difference there is no finding; a reference that casts
+    only finite values is an oracle as before."""
+    from onnx import TensorProto, helper
+    node = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT32)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [2])])
+    model = helper.make_model(graph).SerializeToString()
+    undefined = fuzz._attempt(fuzz._run_reference, model, [np.array([np.inf, 1.0], np.float32)])
+    defined = fuzz._attempt(fuzz._run_reference, model, [np.array([2.0, 1.0], np.float32)])
+    assert undefined.get("undefined") and not defined.get("undefined")
+    jit = {"ok": [np.array([2**31 - 1, 1], np.int32)]}
+    no_ort = {"error": {"type": "NotImplemented", "message": "NOT_IMPLEMENTED", "onnxjit": False}}
+    if np.array_equal(undefined["ok"][0], jit["ok"][0]):      # the CPU's cast may saturate
+        undefined["ok"] = [np.array([-2**31, 1], np.int32)]
+    assert fuzz.classify(undefined, jit, no_ort)[0] == "oracles differ"
+    assert fuzz.classify(dict(defined, ok=[np.array([7, 1], np.int32)]), jit, no_ort)[0] == "WRONG"
