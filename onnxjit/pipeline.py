@@ -14,6 +14,7 @@ from .ir import BIT_TYPES, NARROW_FLOATS, Value
 from .plan import plan
 from .specialize import specialize
 from .tiers import COMPILED, DRIVER, reference_runner
+from .validate import current_limit
 
 
 @dataclass
@@ -93,7 +94,7 @@ def compile_model(model, signature, label="model", profile=False, values=None,
             return fallback
         entries = None
     if entries is None:
-        return CompiledGraph(signature, reference_runner(model), (), generated.listing, kernels,
+        return CompiledGraph(signature, reference_runner(model, current_limit()), (), generated.listing, kernels,
                              program, time.perf_counter() - start, module.__file__, module,
                              tier="reference", hosts=generated.hosts)
     # An njit entry is called through its compiled entry point, skipping the dispatcher's type

@@ -36,15 +36,17 @@ def tiered_default():
     return os.environ.get("ONNXJIT_TIERED", "1") != "0"
 
 
-def reference_runner(model):
+def reference_runner(model, most=None):
     """A callable with the compiled entry's calling convention (inputs in graph order, a tuple of
-    outputs in graph order) that runs `model` on onnx's ReferenceEvaluator."""
+    outputs in graph order) that runs `model` on onnx's ReferenceEvaluator. `most` is the
+    element limit (validate.py) that the compiled kernels apply to work they only know at run
+    time; the reference tier applies it too, before the evaluator starts such work."""
     from onnx.reference import ReferenceEvaluator
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 21)
     from .ops.ml import reference_ops
     evaluator = ReferenceEvaluator(model, new_ops=[_inference_batch_norm(), _lrn(),
                                                    *_coerced_softmaxes(opset), *_pools(),
-                                                   *reference_ops(model)])
+                                                   *_roi_aligns(most), *reference_ops(model)])
     names = [i.name for i in model.graph.input
              if i.name not in {t.name for t in model.graph.initializer}]
     lock = threading.Lock()    # the evaluator keeps per-run state
@@ -87,6 +89,51 @@ def _inference_batch_norm():
                  / np.sqrt(var.reshape(shape) + eps) + bias.reshape(shape))
             return (y.astype(x.dtype),)
     return BatchNormalization
+
+
+def _roi_aligns(most):
+    """RoiAlign that first refuses what onnxjit's kernel refuses (kernels/spatial.roi_align): an
+    adaptive sampling grid (sampling_ratio 0, from each roi's size) of more samples than the
+    element limit. The evaluator loops over the samples in Python: a roi 1e30 wide hung it."""
+    from onnx.reference.ops.op_roi_align import RoiAlign as ReferenceRoiAlign
+
+    from .validate import DEFAULT_MAX_ELEMENTS
+    limit = DEFAULT_MAX_ELEMENTS if most is None else most
+
+    class RoiAlign(ReferenceRoiAlign):
+        op_domain = ""
+
+        def _run(self, x, rois, batch_indices, coordinate_transformation_mode=None, mode=None,
+                 output_height=None, output_width=None, sampling_ratio=None,
+                 spatial_scale=None):
+            oh = output_height or getattr(self, "output_height", 1)
+            ow = output_width or getattr(self, "output_width", 1)
+            ratio = sampling_ratio or getattr(self, "sampling_ratio", 0)
+            ctm = (coordinate_transformation_mode
+                   or getattr(self, "coordinate_transformation_mode", None) or "output_half_pixel")
+            if not ratio or ratio <= 0:
+                _check_roi_grid(x, rois, oh, ow, spatial_scale or getattr(self, "spatial_scale", 1.0),
+                                ctm.lower() == "half_pixel", limit)
+            return super()._run(x, rois, batch_indices, coordinate_transformation_mode, mode,
+                                output_height, output_width, sampling_ratio, spatial_scale)
+    return [RoiAlign]
+
+
+def _check_roi_grid(x, rois, oh, ow, scale, half_pixel, most):
+    """kernels/spatial.roi_align's check, over all rois at once (float64, as the kernel)."""
+    from .errors import LimitError
+    r = np.asarray(rois, np.float64).reshape(-1, 4) * (1.0 if scale is None else scale)
+    rw, rh = r[:, 2] - r[:, 0], r[:, 3] - r[:, 1]
+    if not half_pixel:
+        rw, rh = np.maximum(rw, 1.0), np.maximum(rh, 1.0)
+    with np.errstate(all="ignore"):
+        fh, fw = np.ceil(rh / oh), np.ceil(rw / ow)
+        work = fh * fw * oh * ow * max(np.shape(x)[1] if np.ndim(x) > 1 else 1, 1)
+    bad = (fh > 0) & (fw > 0) & ~(work <= most)
+    if bad.any():
+        raise LimitError(f"RoiAlign: roi {int(np.argmax(bad))}'s adaptive sampling grid "
+                         f"(sampling_ratio 0) asks for more samples than the element limit of "
+                         f"{most:,} (prepare(max_elements=...) or ONNXJIT_MAX_ELEMENTS)")
 
 
 def _lrn():

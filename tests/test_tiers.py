@@ -243,3 +243,38 @@ def test_reference_tier_error_waits_for_the_compiled_answer(monkeypatch):
     want = ReferenceEvaluator(model).run(None, {"x": x, "axes": distinct})[0]
     rep = backend.prepare(model, tiered=True)
     np.testing.assert_array_equal(rep.run([x, distinct])[0], want)
+
+
+def _roi_align_model(opset):
+    node = helper.make_node("RoiAlign", ["x", "rois", "idx"], ["y"], output_height=2,
+                            output_width=2, sampling_ratio=0)
+    graph = helper.make_graph(
+        [node], "roi",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8]),
+         helper.make_tensor_value_info("rois", TensorProto.FLOAT, [1, 4]),
+         helper.make_tensor_value_info("idx", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_reference_tier_applies_the_kernels_runtime_limits():
+    """RoiAlign's adaptive grid (sampling_ratio 0) comes from each roi's size, which only the
+    run knows; the compiled kernel refuses a grid over the element limit, and so does the
+    reference tier, before onnx's evaluator loops over it in Python (a 1e30-wide roi hung it)."""
+    from onnxjit.errors import LimitError
+    from onnxjit.tiers import reference_runner
+    x = np.linspace(0, 1, 192, dtype=np.float32).reshape(1, 3, 8, 8)
+    idx = np.zeros(1, np.int64)
+    small, wide = np.array([[0, 0, 4, 4]], np.float32), np.array([[0, 0, 40, 40]], np.float32)
+    for opset in (10, 16):
+        model = _roi_align_model(opset)
+        run = reference_runner(model, most=1000)    # a 40-wide roi: 20x20 samples x 2x2 x 3 > 1000
+        want = ReferenceEvaluator(model).run(None, {"x": x, "rois": small, "idx": idx})[0]
+        np.testing.assert_allclose(run(x, small, idx)[0], want, rtol=1e-6)
+        try:
+            run(x, wide, idx)
+        except LimitError as exc:
+            assert "adaptive sampling grid" in str(exc) and "1,000" in str(exc)
+        else:
+            raise AssertionError(f"opset {opset}: the reference tier ran a grid over the limit")
+        assert reference_runner(model)(x, wide, idx)[0].shape == (1, 3, 2, 2)   # default limit
