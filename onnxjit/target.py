@@ -19,6 +19,7 @@ from dataclasses import dataclass
 class Target:
     isa: str            # "avx512", "avx2", "generic" or "cuda"
     vector_bits: int    # widest float SIMD register the code may use (512, 256, 128; 0 for cuda)
+    vnni: bool = False  # AVX512-VNNI (vpdpbusd: 64 uint8 x int8 multiply-adds per instruction)
 
     @property
     def f32_lanes(self):
@@ -38,6 +39,15 @@ class Target:
         into two ymm halves at the same FMA peak.  The register-blocked GEMM micro-kernels
         (24 accumulators) spill there: they need ``avx512``."""
         return self.isa in ("avx512", "avx2")
+
+    @property
+    def int8_dot(self):
+        """The uint8 x int8 dot-product kernel of MatMulInteger by constant weights
+        (kernels/qgemm.py): "vnni" (AVX512-VNNI vpdpbusd), "madd" (AVX2 vpmaddubsw + vpmaddwd,
+        half VNNI's rate; AVX-512 CPUs without VNNI too) or None (no integer SIMD kernel)."""
+        if self.isa == "avx512" and self.vnni:
+            return "vnni"
+        return "madd" if self.isa in ("avx512", "avx2") else None
 
 
 def _cpu_features():
@@ -62,7 +72,7 @@ def host():
     """The CPU target of this process (cached: Numba's CPU settings are read once at import)."""
     feats = _cpu_features()
     if "avx512f" in feats:
-        return Target("avx512", 512)
+        return Target("avx512", 512, vnni="avx512vnni" in feats)
     if "avx2" in feats:
         return Target("avx2", 256)
     return Target("generic", 128)

@@ -1,7 +1,9 @@
-"""uint8 x int8 GEMM with AVX512-VNNI (vpdpbusd), for MatMulInteger with a constant right operand.
+"""uint8 x int8 GEMM for MatMulInteger with a constant right operand: AVX512-VNNI or AVX2.
 
-``pack_b_s8(b, zb)`` reorders the weights b (K, N) (int8, or uint8 shifted by -128) once, at
-prepare time, into N/32 column panels (NP, K/4, 32 columns x 4 k) of signed bytes, so one zmm
+Which kernel runs is ``target.host().int8_dot`` (chosen at lowering, ops/quantize.py):
+
+"vnni": ``pack_b_s8(b, zb)`` reorders the weights b (K, N) (int8, or uint8 shifted by -128) once,
+at prepare time, into N/32 column panels (NP, K/4, 32 columns x 4 k) of signed bytes, so one zmm
 load holds 16 columns x 4 consecutive k; it also returns the column sums and the zero point in
 the shifted domain. ``qgemm_u8s8(a, za, bp, colsum, zb, n)`` computes
 sum_k (a[m, k] - za) * (b[k, j] - zb) exactly in int32: each vpdpbusd multiplies the 4 bytes
@@ -12,6 +14,20 @@ Micro-kernel: 6 rows x 32 columns (12 accumulators); A is padded to a multiple o
 (copied only then). Accumulators are held in the F32x16 type of simd.py and bitcast to
 <16 x i32> / <64 x i8> inside the intrinsic (the bits are never read as floats).
 Exact for K * 255 * 255 < 2^31 (K < 33,000).
+
+"madd" (AVX2, and AVX-512 without VNNI): the same sums from vpmaddubsw (32 uint8 x int8
+products, adjacent pairs added into 16 saturating int16 lanes) and vpmaddwd by ones (pairs of
+those into 8 int32 lanes), two ymm halves per F32x16: 32 multiply-adds per two multiplier
+instructions, half VNNI's rate (about 115 GMAC/s on one core here, against 88 for the
+sign-extended int16 vpmaddwd scheme, which needs an add per 16). Micro-kernel 4 rows x 16
+columns, ``pack_b_madd(b, zb)`` packs N/16 panels (NP, K/4, 16 x 4). vpmaddubsw saturates a
+pair b0 * a0 + b1 * a1 outside int16; with a <= 255 that cannot happen when the pair's positive
+parts and its negative parts each add up to at most 128. The packing clips every other pair
+(the second weight only) to that bound and returns the clipped-off parts as a sparse list
+(k, column, value), added back exactly after the GEMM (``fix_rows``: a[:, k] * value into
+column j): quantize_dynamic's bell-shaped weights leave a few hundred of 65k-260k pairs.
+Where more than 1/32 of the pairs would need it (uniform weights), ``pack_b_madd`` returns None
+and the lowering keeps the float64 BLAS path.
 """
 import llvmlite.binding as _ll
 import numpy as np
@@ -33,15 +49,10 @@ _BYTES = (ir.VectorType(ir.IntType(8), 64) if _ll.llvm_version_info[0] >= 21 els
 
 
 def has_vnni():
-    """True when Numba generates code for a CPU with AVX512-VNNI (and AVX-512F)."""
-    from numba.core import config
-    if config.CPU_FEATURES is not None:
-        feats = config.CPU_FEATURES.split(",")
-        return "+avx512vnni" in feats and "+avx512f" in feats
-    if config.CPU_NAME not in (None, "host"):
-        return False
-    f = _ll.get_host_cpu_features()
-    return bool(f.get("avx512vnni", False) and f.get("avx512f", False))
+    """True when Numba generates code for a CPU with AVX512-VNNI and AVX-512F
+    (``target.host().int8_dot == "vnni"``)."""
+    from ..target import host
+    return host().int8_dot == "vnni"
 
 
 @intrinsic
@@ -57,22 +68,32 @@ def _vdp(typingctx, acc, a, b):
     return f32x16(f32x16, f32x16, f32x16), codegen
 
 
-def pack_b_s8(b, zb):
-    """(packed (NP, K4, 128) int8, colsum (NP*32,) int32, zero point as int) for b (K, N)
-    int8 or uint8 (shifted to int8 by -128, and so is its zero point)."""
+def _signed_padded(b, zb, nr):
+    """(b as int8 (K4*4, NP*nr), zeros around it; its zero point as int): uint8 weights are
+    shifted to int8 by -128, and so is their zero point."""
     b = np.asarray(b)
     zb = int(zb)
     if b.dtype == np.uint8:
         b = (b.astype(np.int16) - 128).astype(np.int8)
         zb -= 128
     k, n = b.shape
-    k4, npan = -(-k // 4), -(-n // NR)
-    full = np.zeros((k4 * 4, npan * NR), np.int8)
+    full = np.zeros((-(-k // 4) * 4, -(-n // nr) * nr), np.int8)
     full[:k, :n] = b
-    # [panel][k4][column][kk]
-    packed = full.reshape(k4, 4, npan, NR).transpose(2, 0, 3, 1)
-    colsum = full.astype(np.int32).sum(axis=0)
-    return np.ascontiguousarray(packed).reshape(npan, k4, NR * 4), colsum, zb
+    return full, zb
+
+
+def _panels(full, nr):
+    """full (K4*4, NP*nr) int8 as (NP, K4, nr*4): [panel][k4][column][kk]."""
+    k4, npan = full.shape[0] // 4, full.shape[1] // nr
+    packed = full.reshape(k4, 4, npan, nr).transpose(2, 0, 3, 1)
+    return np.ascontiguousarray(packed).reshape(npan, k4, nr * 4)
+
+
+def pack_b_s8(b, zb):
+    """(packed (NP, K4, 128) int8, colsum (NP*32,) int32, zero point as int) for b (K, N)
+    int8 or uint8 (shifted to int8 by -128, and so is its zero point)."""
+    full, zb = _signed_padded(b, zb, NR)
+    return _panels(full, NR), full.astype(np.int32).sum(axis=0), zb
 
 
 @njit(**_JIT)
@@ -154,6 +175,15 @@ def qgemm_u8s8(a, za, bp, colsum, zb, n):
         rows = min(MR, m - m0)
         _block(af, k4, bpf, npan, cf, ldc, m0, rows)
         m0 += rows
+    return _zero_points(c, a, za, colsum, zb, n)
+
+
+@njit(**_JIT)
+def _zero_points(c, a, za, colsum, zb, n):
+    """c (M, ldc) = A B raw sums -> (A - za)(B - zb), cut to n columns (int32 wraps: exact
+    wherever the result fits)."""
+    m, k = a.shape
+    ldc = c.shape[1]
     za32, zb32 = np.int32(za.ravel()[0]), np.int32(zb)
     if za32 != 0 or zb32 != 0:
         kzz = np.int32(k) * za32 * zb32
@@ -167,3 +197,120 @@ def qgemm_u8s8(a, za, bp, colsum, zb, n):
     if ldc != n:
         return c[:, :n].copy()
     return c
+
+
+# ---- "madd": AVX2 vpmaddubsw + vpmaddwd ------------------------------------------------------
+NR_MADD = 16
+MR_MADD = 4
+PAIR_LIMIT = 128        # |sum of a pair's same-signed weights| <= 128: 255 * 128 fits int16
+FIX_FRACTION = 32       # at most 1 pair in 32 clipped, else no madd kernel
+_I8x32 = ir.VectorType(ir.IntType(8), 32)
+_I8x64 = ir.VectorType(ir.IntType(8), 64)
+_I16x16 = ir.VectorType(ir.IntType(16), 16)
+_I32x8 = ir.VectorType(ir.IntType(32), 8)
+_LO32 = ir.Constant(ir.VectorType(ir.IntType(32), 32), list(range(32)))
+_HI32 = ir.Constant(ir.VectorType(ir.IntType(32), 32), list(range(32, 64)))
+_CAT16 = ir.Constant(ir.VectorType(ir.IntType(32), 16), list(range(16)))
+_ONES16 = ir.Constant(_I16x16, [1] * 16)
+
+
+@intrinsic
+def _vmadd(typingctx, acc, a, b):
+    """acc (16 x int32) += per lane, the 4 products of a's unsigned bytes and b's signed bytes,
+    as two ymm halves: vpmaddubsw (pairs into int16, saturating: see PAIR_LIMIT) then
+    vpmaddwd by ones (int16 pairs into int32)."""
+    def codegen(context, builder, sig, args):
+        ub = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(_I16x16, [_I8x32, _I8x32]),
+            "llvm.x86.avx2.pmadd.ub.sw")
+        wd = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(_I32x8, [_I16x16, _I16x16]),
+            "llvm.x86.avx2.pmadd.wd")
+        x = builder.bitcast(args[1], _I8x64)
+        y = builder.bitcast(args[2], _I8x64)
+        halves = []
+        for m in (_LO32, _HI32):
+            p = builder.call(ub, [builder.shuffle_vector(x, x, m), builder.shuffle_vector(y, y, m)])
+            halves.append(builder.call(wd, [p, _ONES16]))
+        s = builder.shuffle_vector(halves[0], halves[1], _CAT16)
+        return builder.bitcast(builder.add(builder.bitcast(args[0], _I32), s), _V)
+    return f32x16(f32x16, f32x16, f32x16), codegen
+
+
+def pack_b_madd(b, zb):
+    """(packed (NP, K4, 64) int8, colsum (NP*16,) int32, zero point as int, fix_k, fix_j, fix_v)
+    for b (K, N) int8 or uint8, or None where more than 1/FIX_FRACTION of the weight pairs
+    would be clipped. The packed weights have every pair (k even, k + 1) within PAIR_LIMIT
+    (b[k + 1] clipped); b = packed + the sparse (fix_k, fix_j, fix_v) int64 arrays."""
+    full, zb = _signed_padded(b, zb, NR_MADD)
+    colsum = full.astype(np.int32).sum(axis=0)
+    b0, b1 = full[0::2].astype(np.int32), full[1::2].astype(np.int32)
+    pos = np.maximum(b0, 0) + np.maximum(b1, 0) - PAIR_LIMIT
+    neg = np.maximum(-b0, 0) + np.maximum(-b1, 0) - PAIR_LIMIT
+    # over the limit only where both are of one sign: clip b1 toward 0 by the excess
+    excess = np.where(pos > 0, pos, 0) - np.where(neg > 0, neg, 0)
+    pk, j = np.nonzero(excess)
+    if pk.size * FIX_FRACTION > b0.size:
+        return None
+    clipped = full.copy()
+    clipped[2 * pk + 1, j] = (b1[pk, j] - excess[pk, j]).astype(np.int8)
+    fix_v = excess[pk, j].astype(np.int64)
+    return (_panels(clipped, NR_MADD), colsum, zb, (2 * pk + 1).astype(np.int64),
+            j.astype(np.int64), fix_v)
+
+
+@njit(**_JIT)
+def _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows):
+    """C[m0:m0+rows, :] = A rows @ B (raw u8 x s8 sums), rows <= MR_MADD."""
+    for p in range(npan):
+        boff = p * k4 * NR_MADD    # float32 words: NR_MADD columns x 4 bytes per k4
+        a0 = m0 * k4
+        if rows == MR_MADD:
+            c0, c1, c2, c3 = vzero(), vzero(), vzero(), vzero()
+            for kk in range(k4):
+                b0 = vload(bpf, boff + kk * 16)
+                c0 = _vmadd(c0, vbcast(af, a0 + kk), b0)
+                c1 = _vmadd(c1, vbcast(af, a0 + k4 + kk), b0)
+                c2 = _vmadd(c2, vbcast(af, a0 + 2 * k4 + kk), b0)
+                c3 = _vmadd(c3, vbcast(af, a0 + 3 * k4 + kk), b0)
+            o = m0 * ldc + p * NR_MADD
+            vstore(cf, o, c0)
+            vstore(cf, o + ldc, c1)
+            vstore(cf, o + 2 * ldc, c2)
+            vstore(cf, o + 3 * ldc, c3)
+        else:
+            for r in range(rows):
+                c0 = vzero()
+                ar = a0 + r * k4
+                for kk in range(k4):
+                    c0 = _vmadd(c0, vbcast(af, ar + kk), vload(bpf, boff + kk * 16))
+                vstore(cf, (m0 + r) * ldc + p * NR_MADD, c0)
+
+
+@njit(**_JIT)
+def qgemm_u8s8_madd(a, za, bp, colsum, zb, n, fix_k, fix_j, fix_v):
+    """(a - za) @ (b - zb) in int32 for a (M, K) uint8 and za a uint8 array of one element;
+    bp/colsum/zb/fix_* from pack_b_madd(b)."""
+    m, k = a.shape
+    npan, k4 = bp.shape[0], bp.shape[1]
+    if k4 != -(-k // 4) or n > npan * NR_MADD or n <= (npan - 1) * NR_MADD:
+        raise ValueError("qgemm_u8s8_madd: packed B does not match a / n")
+    if k % 4 == 0:
+        ap = np.ascontiguousarray(a)
+    else:
+        ap = np.zeros((m, k4 * 4), np.uint8)
+        ap[:, :k] = a
+    af = ap.reshape(m * k4 * 4).view(np.float32)
+    bpf = bp.reshape(bp.size).view(np.float32)
+    ldc = npan * NR_MADD
+    c = np.empty((m, ldc), np.int32)
+    cf = c.reshape(m * ldc).view(np.float32)
+    m0 = 0
+    while m0 < m:
+        rows = min(MR_MADD, m - m0)
+        _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows)
+        m0 += rows
+    for i in range(m):           # the clipped-off weights: a[i, k] * v into column j
+        for t in range(fix_k.size):
+            c[i, fix_j[t]] += np.int32(a[i, fix_k[t]]) * np.int32(fix_v[t])
+    return _zero_points(c, a, za, colsum, zb, n)

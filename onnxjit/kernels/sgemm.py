@@ -33,7 +33,8 @@ from . import PRANGE_ONLY
 from .microkernels import ck1, ck4, ck8, ck12, k1, k4, k8, k12
 from .epilogue import NO_BOUNDS, act1, act_rows, act_run
 from .parallel import I0, NO, PAR_MIN_MACS, num_threads, split_range
-from .simd import has_avx512
+from .simd import (LANES, has_avx512, vadd, vload, vloadm, vrelu_if, vsplat, vstore, vstorem,
+                   vtranspose16, vzero)
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -188,15 +189,41 @@ def pack_a(w2d):
 
 
 
+@njit(inline="always", **_JIT)
+def _src_row(sf, p, q, i, j0, n):
+    """sf[i*q + j0 : +n] of a flat (p, q) matrix (zeros past n and past its p rows)."""
+    return vloadm(sf, i * q + j0, n) if i < p else vzero()
+
+
 @njit(**_JIT)
 def _transpose_into(src, dst):
-    """dst (q, p) = src (p, q).T, 16 rows of src at a time (writes stay in 16 lines)."""
+    """dst (q, p) = src (p, q).T, in 16 x 16 blocks transposed in registers."""
     p, q = src.shape
-    for i0 in range(0, p, 16):
-        i1 = min(p, i0 + 16)
-        for j in range(q):
-            for i in range(i0, i1):
-                dst[j, i] = src[i, j]
+    sf, df = src.ravel(), dst.ravel()
+    for i0 in range(0, p, LANES):
+        ni = min(LANES, p - i0)
+        for j0 in range(0, q, LANES):
+            n = min(LANES, q - j0)
+            t = vtranspose16((_src_row(sf, p, q, i0, j0, n), _src_row(sf, p, q, i0 + 1, j0, n),
+                              _src_row(sf, p, q, i0 + 2, j0, n),
+                              _src_row(sf, p, q, i0 + 3, j0, n),
+                              _src_row(sf, p, q, i0 + 4, j0, n),
+                              _src_row(sf, p, q, i0 + 5, j0, n),
+                              _src_row(sf, p, q, i0 + 6, j0, n),
+                              _src_row(sf, p, q, i0 + 7, j0, n),
+                              _src_row(sf, p, q, i0 + 8, j0, n),
+                              _src_row(sf, p, q, i0 + 9, j0, n),
+                              _src_row(sf, p, q, i0 + 10, j0, n),
+                              _src_row(sf, p, q, i0 + 11, j0, n),
+                              _src_row(sf, p, q, i0 + 12, j0, n),
+                              _src_row(sf, p, q, i0 + 13, j0, n),
+                              _src_row(sf, p, q, i0 + 14, j0, n),
+                              _src_row(sf, p, q, i0 + 15, j0, n)))
+            for k in range(n):
+                if ni == LANES:
+                    vstore(df, (j0 + k) * p + i0, t[k])
+                else:
+                    vstorem(df, (j0 + k) * p + i0, t[k], ni)
 
 
 @njit(**_JIT)
@@ -234,19 +261,42 @@ def _small_panels(xf, xo, c, hw, wpf, p0, p1, i0, i1, yt, ldt):
                 i += 1
 
 
+@njit(inline="always", **_JIT)
+def _yt_row(yt, ldt, hw, j, q0):
+    """Columns q0..q0+15 of row j of Y^T (zeros past its hw rows)."""
+    return vload(yt, j * ldt + q0) if j < hw else vzero()
+
+
 @njit(**_JIT)
 def _small_store(yt, ldt, hw, biasf, act, yf, yo, has_res, r0, r1, bounds):
     """Output rows [r0, r1) of one image: y[r, j] = act(Y^T[j, r] + bias[r] (+ y[r, j]))
     (act and bounds: kernels/epilogue.py's codes)."""
     relu = act == 1
-    for q0 in range(r0, r1, 16):
-        q1 = min(r1, q0 + 16)
-        for j in range(hw):
-            for r in range(q0, q1):
-                v = yt[j * ldt + r] + biasf[r]
+    for q0 in range(r0, r1, LANES):
+        q1 = min(r1, q0 + LANES)
+        for j0 in range(0, hw, LANES):      # a 16 x 16 block of Y^T, transposed in registers
+            n = min(LANES, hw - j0)
+            t = vtranspose16((_yt_row(yt, ldt, hw, j0, q0), _yt_row(yt, ldt, hw, j0 + 1, q0),
+                              _yt_row(yt, ldt, hw, j0 + 2, q0), _yt_row(yt, ldt, hw, j0 + 3, q0),
+                              _yt_row(yt, ldt, hw, j0 + 4, q0), _yt_row(yt, ldt, hw, j0 + 5, q0),
+                              _yt_row(yt, ldt, hw, j0 + 6, q0), _yt_row(yt, ldt, hw, j0 + 7, q0),
+                              _yt_row(yt, ldt, hw, j0 + 8, q0), _yt_row(yt, ldt, hw, j0 + 9, q0),
+                              _yt_row(yt, ldt, hw, j0 + 10, q0),
+                              _yt_row(yt, ldt, hw, j0 + 11, q0),
+                              _yt_row(yt, ldt, hw, j0 + 12, q0),
+                              _yt_row(yt, ldt, hw, j0 + 13, q0),
+                              _yt_row(yt, ldt, hw, j0 + 14, q0),
+                              _yt_row(yt, ldt, hw, j0 + 15, q0)))
+            for k in range(q1 - q0):
+                o = yo + (q0 + k) * hw + j0
+                v = vadd(t[k], vsplat(biasf[q0 + k]))
                 if has_res:
-                    v += yf[yo + r * hw + j]
-                yf[yo + r * hw + j] = 0.0 if (relu and v < 0.0) else v
+                    v = vadd(v, vloadm(yf, o, n))
+                v = vrelu_if(v, relu)
+                if n == LANES:
+                    vstore(yf, o, v)
+                else:
+                    vstorem(yf, o, v, n)
         if act > 1:     # Clip / HardSwish: one vectorized pass over the 16 rows just written
             act_run(yf, yo + q0 * hw, (q1 - q0) * hw, act, bounds)
 

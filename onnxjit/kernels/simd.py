@@ -280,6 +280,33 @@ def shuffle_op(name, mask, doc):
     return intrinsic(op)
 
 
+@intrinsic
+def vtranspose16(typingctx, rows):
+    """The 16 x 16 transpose of a tuple of 16 vectors (lane j of vector i -> lane i of vector
+    j): four rounds of two-vector shuffles, each swapping the off-diagonal blocks of size
+    8, 4, 2, 1 (64 shuffles)."""
+    if not (isinstance(rows, types.UniTuple) and rows.count == LANES and rows.dtype == f32x16):
+        return None
+    ret = types.UniTuple(f32x16, LANES)
+
+    def codegen(context, builder, sig, args):
+        v = [builder.extract_value(args[0], i) for i in range(LANES)]
+        s = LANES // 2
+        while s:
+            lo = ir.Constant(ir.VectorType(I32, LANES),
+                             [j if not j & s else LANES + j - s for j in range(LANES)])
+            hi = ir.Constant(ir.VectorType(I32, LANES),
+                             [j + s if not j & s else LANES + j for j in range(LANES)])
+            for r in range(LANES):
+                if not r & s:
+                    a, b = v[r], v[r + s]
+                    v[r] = builder.shuffle_vector(a, b, lo)
+                    v[r + s] = builder.shuffle_vector(a, b, hi)
+            s //= 2
+        return context.make_tuple(builder, ret, v)
+    return ret(rows), codegen
+
+
 vevens = shuffle_op("vevens", _SHUF_EVEN, "a[0], a[2], ..., a[14], b[0], ..., b[14].")
 vodds = shuffle_op("vodds", _SHUF_ODD, "a[1], a[3], ..., a[15], b[1], ..., b[15].")
 vnext = shuffle_op("vnext", _SHUF_NEXT, "a[1], ..., a[15], b[0]: a shifted by one lane.")

@@ -205,36 +205,46 @@ def _int_types(ctx, *values):
             ctx.fail(f"dtype {v.dtype} of {v.name or 'an input'} is not an integer type")
 
 
-def _vnni_matmul(ctx, a, b, a_zero_point, b_zero_point):
+def _int8_matmul(ctx, a, b, a_zero_point, b_zero_point):
     """MatMulInteger of uint8 activations by constant int8/uint8 weights (K, N) with scalar
-    zero points: one exact int32 VNNI GEMM (kernels/qgemm.py, weights packed here); None
-    when that does not apply."""
+    zero points: one exact int32 GEMM (kernels/qgemm.py, weights packed here), AVX512-VNNI or
+    AVX2 as the target's ``int8_dot`` says; None when that does not apply."""
     from ..kernels import qgemm
+    from ..target import host
+    kind = host().int8_dot
     scalar = lambda v: v is None or v.size == 1   # noqa: E731
-    if (a.dtype != np.uint8 or a.rank < 2 or not b.is_const or b.rank != 2
+    if (kind is None or a.dtype != np.uint8 or a.rank < 2 or not b.is_const or b.rank != 2
             or b.dtype not in (np.dtype(np.int8), np.dtype(np.uint8))
             or a.shape[-1] != b.shape[0] or b.shape[0] >= qgemm.MAX_K
             or not scalar(a_zero_point) or not scalar(b_zero_point)
             or (b_zero_point is not None and not b_zero_point.is_const)
-            or (a_zero_point is not None and a_zero_point.dtype != np.uint8)
-            or not qgemm.has_vnni()):
+            or (a_zero_point is not None and a_zero_point.dtype != np.uint8)):
         return None
     k, n = b.shape
     zb = 0 if b_zero_point is None else int(b_zero_point.const.reshape(-1)[0])
-    bp, colsum, zb = qgemm.pack_b_s8(b.const, zb)
     rows = int(np.prod(a.shape[:-1]))
     za = a_zero_point if a_zero_point is not None else ctx.constant(np.zeros((), np.uint8))
     out = tuple(a.shape[:-1]) + (n,)
-    expr = (f"__k_qgemm.qgemm_u8s8(__np.ascontiguousarray({{0}}).reshape({ctx.lit((rows, k))}), "
-            f"{{1}}, {{2}}, {{3}}, {ctx.lit(int(zb))}, {ctx.lit(int(n))})"
-            f".reshape({ctx.lit(out)})")
-    return ctx.call(expr, a, za, ctx.constant(bp), ctx.constant(colsum), shape=out, dtype=I32)
+    lhs = f"__np.ascontiguousarray({{0}}).reshape({ctx.lit((rows, k))})"
+    if kind == "vnni":
+        bp, colsum, zb = qgemm.pack_b_s8(b.const, zb)
+        expr = (f"__k_qgemm.qgemm_u8s8({lhs}, {{1}}, {{2}}, {{3}}, {ctx.lit(int(zb))}, "
+                f"{ctx.lit(int(n))}).reshape({ctx.lit(out)})")
+        return ctx.call(expr, a, za, ctx.constant(bp), ctx.constant(colsum), shape=out, dtype=I32)
+    packed = qgemm.pack_b_madd(b.const, zb)
+    if packed is None:          # weights too wide for vpmaddubsw's int16 pairs
+        return None
+    bp, colsum, zb, fix_k, fix_j, fix_v = packed
+    expr = (f"__k_qgemm.qgemm_u8s8_madd({lhs}, {{1}}, {{2}}, {{3}}, {ctx.lit(int(zb))}, "
+            f"{ctx.lit(int(n))}, {{4}}, {{5}}, {{6}}).reshape({ctx.lit(out)})")
+    return ctx.call(expr, a, za, ctx.constant(bp), ctx.constant(colsum), ctx.constant(fix_k),
+                    ctx.constant(fix_j), ctx.constant(fix_v), shape=out, dtype=I32)
 
 
 @register("MatMulInteger", 10)
 def MatMulInteger(ctx, a, b, a_zero_point=None, b_zero_point=None):
     _int_types(ctx, a, b, a_zero_point, b_zero_point)
-    fast = _vnni_matmul(ctx, a, b, a_zero_point, b_zero_point)
+    fast = _int8_matmul(ctx, a, b, a_zero_point, b_zero_point)
     if fast is not None:
         return fast
     rows = a.shape[-2] if a.rank >= 2 else 1
