@@ -3,9 +3,10 @@
 LLVM's auto-vectoriser prefers 256-bit vectors on skylake-avx512-class CPUs, so loops never
 use zmm registers.  Instead the Numba type ``F32x16`` has the LLVM vector ``<LANES x float>``
 as its data model, and a handful of ``@intrinsic``s (load / broadcast / fma / add / select /
-relu / masked load and store / prefetch) emit vector IR directly; accumulators are plain local
-variables, so LLVM keeps them in registers (explicit 512-bit vector IR is legal without any
-function attribute: the X86 backend only narrows vectors it created itself).  The intrinsics
+relu / masked load and store / prefetch / 16 x 16 transpose) emit vector IR directly;
+accumulators are plain local variables, so LLVM keeps them in registers (explicit 512-bit
+vector IR is legal without any function attribute: the X86 backend only narrows vectors it
+created itself).  The intrinsics
 do NO bounds checking - their callers guarantee every access is in range (prefetches may point
 past the end; they never fault).  Every intrinsic is static (no dynamic globals), so the
 kernels built on them stay disk-cacheable.
