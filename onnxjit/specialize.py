@@ -12,6 +12,7 @@ from . import registry, steps, validate
 from .errors import DataDependent, LoweringError, ModelError, NeedsInputValue, UnsupportedOpError
 from .ir import BIT_OPS, BIT_TYPES, COMPILABLE_DTYPES, Value, attributes, const_value, initializers
 from .source import dtype_src, lit, scalar_lit
+from .target import host
 
 # The graph inputs a lowering may specialize on the contents of (None: any small one); the
 # staged driver's segments allow only their first node's inputs (staged.py).
@@ -77,6 +78,9 @@ class Program:
     graph_inputs: list = field(default_factory=list)
     input_edges: list = field(default_factory=list)
     input_types: dict = field(default_factory=dict)   # graph input name -> its declared TypeProto
+    # What the code runs on (target.Target): chosen once at prepare, read by every lowering
+    # that picks a kernel (ctx.target), never re-detected below it.
+    target: object = None
 
     def with_python_outputs(self, fn):
         """`fn` (the compiled graph) taking the graph's inputs (each Python input conversion
@@ -124,6 +128,11 @@ class LoweringContext:
         self.opset = opset
         self.model_opsets = model_opsets
         self.env = env if env is not None else {}
+
+    @property
+    def target(self):
+        """The program's target description (target.Target): kernels are chosen from it."""
+        return self.program.target
 
     def inline_graph(self, graph, inputs=()):
         """Lower a subgraph (an If branch, a Loop body) in place: its inputs bound to `inputs`,
@@ -360,9 +369,10 @@ def fold_node(node, inputs, model_opsets):
     return [const_value(r, name) for r, name in zip(results, outputs)]
 
 
-def specialize(model: onnx.ModelProto, input_values, peepholes=True) -> Program:
+def specialize(model: onnx.ModelProto, input_values, peepholes=True, target=None) -> Program:
     """Walk the graph in order with the given input Values, building a Program (with the
-    peephole rewrites of registry.peephole unless `peepholes` is False)."""
+    peephole rewrites of registry.peephole unless `peepholes` is False) for `target` (the
+    host CPU's description by default, target.host())."""
     graph = model.graph
     model_opsets = {(e.domain or ""): e.version for e in model.opset_import}
     for v in input_values:
@@ -373,7 +383,8 @@ def specialize(model: onnx.ModelProto, input_values, peepholes=True) -> Program:
                                 "ops that read them)")
     program = Program([v for v in input_values if v.dtype != object], [], [], [],
                       _use_counts(graph), peepholes=peepholes, graph_inputs=list(input_values),
-                      input_types={vi.name: vi.type for vi in graph.input})
+                      input_types={vi.name: vi.type for vi in graph.input},
+                      target=target or host())
     env = {name: const_value(a, name) for name, a in initializers(graph).items()}
     env.update({v.name: v for v in input_values})
     walk(program, graph.node, env, model_opsets)

@@ -67,3 +67,43 @@ def test_compiled_loops_use_the_target_registers_and_no_wider():
     assert vector, "the fused loop did not vectorize"
     widest = max(vector, key="xyz".index)
     assert widest == {"avx512": "z", "avx2": "y", "generic": "x"}[isa], (isa, sorted(set(vector)))
+
+
+def test_lowerings_choose_kernels_from_the_target_they_are_handed():
+    """Kernel choice reads the program's target description (ctx.target), not the machine: the
+    same Conv/MatMul/Softmax lowered for AVX-512 and for AVX2 in one process takes the explicit
+    512-bit kernels only for AVX-512, and the 16-lane row kernels for both."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from onnxjit.ir import Value
+    from onnxjit.specialize import specialize
+    from onnxjit.target import Target
+    import onnxjit.ops  # noqa: F401  (registers the lowerings)
+    rng = np.random.default_rng(0)
+    w = onnx.numpy_helper.from_array(rng.standard_normal((16, 3, 3, 3)).astype(np.float32), "w")
+    b = onnx.numpy_helper.from_array(rng.standard_normal((27, 64)).astype(np.float32), "b")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Reshape", ["c", "shape"], ["r"]),
+             helper.make_node("MatMul", ["r", "b"], ["m"]),
+             helper.make_node("Softmax", ["m"], ["y"], axis=-1)]
+    shape = onnx.numpy_helper.from_array(np.array([-1, 27], np.int64), "shape")
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [1, 3, 18, 18])],
+                              [helper.make_tensor_value_info("y", 1, None)],
+                              initializer=[w, b, shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    def lowered(target):
+        program = specialize(model, [Value((1, 3, 18, 18), np.dtype(np.float32), name="x")],
+                             target=target)
+        assert program.target is target
+        by_kind = {s.meta.get("kind"): s for s in program.steps}
+        return (by_kind["conv"].meta["plan"], by_kind["matmul"].meta["packed"],
+                any("softmax_f32" in str(s.op) for s in program.steps))
+
+    conv, packed, softmax = lowered(Target("avx512", 512))
+    assert conv[0] == "s2" and packed is not None and softmax
+    conv, packed, softmax = lowered(Target("avx2", 256))
+    assert conv is None and packed is None and softmax
+    conv, packed, softmax = lowered(Target("generic", 128))
+    assert conv is None and packed is None and not softmax

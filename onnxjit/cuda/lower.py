@@ -13,6 +13,7 @@ import numpy as np
 from .. import registry, validate
 from ..errors import LoweringError, ModelError, UnsupportedOpError
 from ..ir import BIT_TYPES, NARROW_FLOATS, const_value, initializers
+from ..target import CUDA
 from ..specialize import (NONDETERMINISTIC, LoweringContext, Program, _check_attributes,
                           _resolve, _use_counts, fold_node)
 from . import ops, ops_nn, ops_reduce  # noqa: F401  (registers the CUDA lowerings)
@@ -64,7 +65,7 @@ def specialize_cuda(model, input_values):
         if (v.dtype == np.dtype("V2") or v.dtype in BIT_TYPES
                 or (v.dtype in NARROW_FLOATS and v.dtype != np.float16)):
             raise LoweringError(f"input {v.name!r}: dtype {v.dtype} is not supported on CUDA")
-    program = Program(list(input_values), [], [], [], _use_counts(graph))
+    program = Program(list(input_values), [], [], [], _use_counts(graph), target=CUDA)
     env = {name: const_value(a, name) for name, a in initializers(graph).items()}
     env.update({v.name: v for v in input_values})
     for node in graph.node:

@@ -24,7 +24,7 @@ from numba import njit, prange
 from . import PRANGE_ONLY
 from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
 from .sgemm import NR, pack_a
-from .simd import (has_avx512, row_vec, vadd, vbcast, vevens, vfma, vload, vloadm, vodds,
+from .simd import (row_vec, vadd, vbcast, vevens, vfma, vload, vloadm, vodds,
                    vrelu_if, vstore, vstorem, vzero)
 from .winograd import _flat_res
 
@@ -34,12 +34,12 @@ MAX_C = 4        # input channels (images: gray, RGB, RGBA)
 MAX_TAPS = 160  # C*kh*kw up to this: 7x7 over 3 channels (ResNet-50's stem 2.48 -> 2.29 ms)
 
 
-def use_s2(C, kernel, strides, dilations, group, dtype):
+def use_s2(C, kernel, strides, dilations, group, dtype, target):
     """Whether a Conv runs on ``conv_s2`` (2-D, float32, AVX-512, few input channels and taps).
     Measured against im2col + GEMM at 1 thread: 3->64 3x3 at 224x224 0.50 against 0.60 ms,
     3->24 3x3 pad 1 0.21 against 0.32 ms, 3->64 7x7 2.29 against 2.48 ms."""
     return (len(kernel) == 2 and tuple(strides) == (2, 2) and tuple(dilations) == (1, 1)
-            and group == 1 and np.dtype(dtype) == np.float32 and has_avx512()
+            and group == 1 and np.dtype(dtype) == np.float32 and target.avx512
             and 0 < C <= MAX_C and C * kernel[0] * kernel[1] <= MAX_TAPS)
 
 

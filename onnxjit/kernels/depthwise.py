@@ -411,12 +411,11 @@ def _dw3_planes(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds)
                     vstorem(yf, yo + ow0, v, OW - ow0)
 
 
-def use_depthwise3x3(x_shape, dtype, kernel, strides, dilations, has_residual):
+def use_depthwise3x3(x_shape, dtype, kernel, strides, dilations, has_residual, target):
     """Whether a depthwise Conv runs on ``depthwise3x3_f32``: float32, 2-D, 3x3, dilation 1,
-    stride 1 or 2 both ways, an AVX-512 host (one thread, same process: 1.3-1.6x faster than
+    stride 1 or 2 both ways, an AVX-512 `target` (one thread, same process: 1.3-1.6x faster than
     depthwise_conv on MobileNet's stride-1 layers, 7x7 to 112x112, 2-3x on its stride-2
     ones); on AVX2 too (``target.split16``: its few live vectors run as ymm halves)."""
-    from ..target import host
     return (np.dtype(dtype) == np.float32 and len(x_shape) == 4 and tuple(kernel) == (3, 3)
-            and tuple(dilations) == (1, 1) and not has_residual and host().split16
+            and tuple(dilations) == (1, 1) and not has_residual and target.split16
             and tuple(strides) in ((1, 1), (2, 2)))

@@ -74,26 +74,27 @@ def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_s
             "depthwise": group == x.shape[1] == w.shape[0] and w.shape[1] == 1 and group > 1,
             "layout": None,   # how the weights were transformed at the end (_transform_weights)
             "plan": None}     # ... and how they will be
-    meta["plan"] = _conv_plan(x, w, kernel, s, d, p, int(group), out, meta["depthwise"])
+    meta["plan"] = _conv_plan(ctx.target, x, w, kernel, s, d, p, int(group), out,
+                              meta["depthwise"])
     # the SIMD 3x3 depthwise kernel, where it measured faster (kernels/depthwise.py)
     meta["dw3"] = meta["depthwise"] and depthwise.use_depthwise3x3(x.shape, x.dtype, kernel, s,
-                                                                   d, False)
+                                                                   d, False, ctx.target)
     return ctx.record(_conv_op(meta), x, w, _bias(ctx, b, w.shape[0], x.dtype),
                       shape=shape, dtype=x.dtype, meta=meta)
 
 
-def _conv_plan(x, w, kernel, s, d, p, group, out, depthwise):
-    """The fast kernel a Conv with constant weights runs on, as (layout, argument) for
-    _transform_weights, or None for the im2col + BLAS kernel (kernels/conv.py)."""
+def _conv_plan(target, x, w, kernel, s, d, p, group, out, depthwise):
+    """The fast kernel a Conv with constant weights runs on `target`, as (layout, argument)
+    for _transform_weights, or None for the im2col + BLAS kernel (kernels/conv.py)."""
     if not w.is_const or x.dtype not in (np.float32, np.float64) or depthwise:
         return None
     if kernel == (3, 3) and s == (1, 1) and d == (1, 1) and group == 1:
         m = winograd.use_winograd(x.shape[1], w.shape[0], out[0], out[1], x.shape[0])
         if m:
             return ("winograd", m)
-    if x.dtype != np.float32 or not sgemm.has_avx512() or x.shape[1] == 0 or w.size == 0:
+    if x.dtype != np.float32 or not target.avx512 or x.shape[1] == 0 or w.size == 0:
         return None
-    if conv_s2.use_s2(x.shape[1], kernel, s, d, group, x.dtype):
+    if conv_s2.use_s2(x.shape[1], kernel, s, d, group, x.dtype, target):
         return ("s2", (w.shape[0], kernel))
     if kernel == (1, 1) and s == (1, 1) and d == (1, 1) and p == (0, 0, 0, 0) and group == 1:
         small = sgemm.conv1x1_small(out[0] * out[1], w.shape[0], x.shape[1])
@@ -399,7 +400,7 @@ def MaxPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape
                             outs=[(shape, x.dtype), (shape, np.int64)],
                             names=names + ("storage_order",))
         return [_cast(ctx, y, dtype), idx]   # _cast returns y itself when dtype is y's
-    kind = pool.scheme(x.shape, x.dtype, kernel_shape, s, p, d, out)
+    kind = pool.scheme(x.shape, x.dtype, kernel_shape, s, p, d, out, ctx.target)
     y = ctx.kernel(("pool", f"maxpool_{kind}"), x, *geometry, shape=shape, dtype=x.dtype,
                    names=names)
     return _cast(ctx, y, dtype)
@@ -411,7 +412,7 @@ def AveragePool(ctx, x, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dil
     _float_only(ctx, x)
     s, p, d, out = shapes.pool_geometry(auto_pad, x.shape[2:], tuple(kernel_shape), strides,
                                         dilations, pads, ceil_mode)
-    kind = pool.scheme(x.shape, x.dtype, kernel_shape, s, p, d, out)
+    kind = pool.scheme(x.shape, x.dtype, kernel_shape, s, p, d, out, ctx.target)
     return ctx.kernel(("pool", f"avgpool_{kind}"), x, tuple(kernel_shape), s, p, d, tuple(out),
                       int(count_include_pad), shape=x.shape[:2] + tuple(out), dtype=x.dtype,
                       names=("x", "kernel", "strides", "pads", "dilations", "output_shape",
@@ -461,12 +462,12 @@ def MatMul(ctx, a, b):
             "packed": None, "bmm": None, "scale": 1.0}
     rows = int(np.prod(a.shape[:-1])) if a.rank >= 2 else 1
     if (a.dtype == np.float32 and b.is_const and b.rank == 2 and rows >= PACKED_MIN_ROWS
-            and sgemm.has_avx512()):
+            and ctx.target.avx512):
         # Constant weights: packed once here into 32-column panels for onnxjit's AVX-512 GEMM
         # (level with ORT's MLAS, 1.2-1.5x OpenBLAS on inference shapes).
         meta["packed"] = (rows, b.shape[0], b.shape[1])
         b = ctx.constant(sgemm.pack_b(b.const))
-    elif _use_bmm(a, b):
+    elif _use_bmm(ctx.target, a, b):
         return _lower_bmm(ctx, a, b, meta)
     return ctx.record(_matmul_op(meta), a, b, shape=plan.out, dtype=a.dtype, meta=meta)
 
@@ -479,12 +480,12 @@ PACKED_MIN_ROWS = 1
 BMM_MIN_ROWS, BMM_MIN_COLS = 8, 16
 
 
-def _use_bmm(a, b):
+def _use_bmm(target, a, b):
     """float32 MatMul of run-time operands on AVX-512: onnxjit's batched GEMM (``bmm``)."""
     m = a.shape[-2] if a.rank >= 2 else 1
     n = b.shape[-1] if b.rank >= 2 else 1
     return (a.dtype == np.float32 and m >= BMM_MIN_ROWS and n >= BMM_MIN_COLS
-            and a.shape[-1] > 0 and a.size > 0 and b.size > 0 and sgemm.has_avx512())
+            and a.shape[-1] > 0 and a.size > 0 and b.size > 0 and target.avx512)
 
 
 def _c_strides(shape):
@@ -732,7 +733,7 @@ def _packed_gemm(ctx, a, b, c, alpha, beta, transA, transB, m, n):
     (rounded to float32 as the separate product would be), so a following Relu fuses too.
     None when alpha != 1, A is transposed or C is not such a constant."""
     if (a.dtype != np.float32 or not b.is_const or transA or float(alpha) != 1.0
-            or not sgemm.has_avx512() or a.shape[1] == 0 or m == 0 or n == 0):
+            or not ctx.target.avx512 or a.shape[1] == 0 or m == 0 or n == 0):
         return None
     bias = None
     if c is not None:

@@ -56,8 +56,7 @@ def _softmax_rows_f32(ctx, x, axis, coerce):
     n = _prod(s[axis:]) if coerce else s[axis]
     if x.dtype != np.float32 or x.size == 0 or (not coerce and _prod(s[axis + 1:]) != 1):
         return None
-    from ..target import host
-    if not host().split16:       # AVX2 too: 3.2x the generic softmax on (4, 128, 128) rows
+    if not ctx.target.split16:       # AVX2 too: 3.2x the generic softmax on (4, 128, 128) rows
         return None
     scale = nn.take_matmul_scale(ctx, x)
     expr = (f"__k_normalization.softmax_f32(__np.ascontiguousarray({{0}}).reshape("

@@ -210,8 +210,7 @@ def _int8_matmul(ctx, a, b, a_zero_point, b_zero_point):
     zero points: one exact int32 GEMM (kernels/qgemm.py, weights packed here), AVX512-VNNI or
     AVX2 as the target's ``int8_dot`` says; None when that does not apply."""
     from ..kernels import qgemm
-    from ..target import host
-    kind = host().int8_dot
+    kind = ctx.target.int8_dot
     scalar = lambda v: v is None or v.size == 1   # noqa: E731
     if (kind is None or a.dtype != np.uint8 or a.rank < 2 or not b.is_const or b.rank != 2
             or b.dtype not in (np.dtype(np.int8), np.dtype(np.uint8))

@@ -12,7 +12,6 @@ from ..kernels import rnn as K
 from ..kernels import rnn_seq as KS
 from ..ir import NARROW_FLOATS
 from ..registry import register
-from ..target import host
 
 # narrow floats (float16, bfloat16) are held in float32 arrays inside compiled code
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64), *NARROW_FLOATS)
@@ -114,12 +113,12 @@ def _clip(clip):
     return float("inf") if clip is None or clip <= 0 else float(clip)
 
 
-def _fast(x, w, r, batch, codes, default, clip):
+def _fast(target, x, w, r, batch, codes, default, clip):
     """Whether the float32 fast kernels (kernels/rnn.py: W and R packed at prepare time,
     fused gates) apply: constant weights, small batch, default activations, no clip."""
     return (x.dtype == np.float32 and w.is_const and r.is_const
             and batch <= K.FAST_MAX_BATCH and _clip(clip) == float("inf")
-            and all(tuple(c) == default for c in codes) and host().split16)
+            and all(tuple(c) == default for c in codes) and target.split16)
 
 
 @register("RNN", since=7)
@@ -144,7 +143,7 @@ def GRU(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, activation_alp
         ctx, x, w, r, b, sequence_lens, initial_h, 3, direction, hidden_size, layout)
     codes, alphas, betas = _activations(ctx, activations, ["Sigmoid", "Tanh"], nd,
                                         activation_alpha, activation_beta)
-    if _fast(x, w, r, batch, codes, (K.SIGMOID, K.TANH), clip):
+    if _fast(ctx.target, x, w, r, batch, codes, (K.SIGMOID, K.TANH), clip):
         lbr = bool(linear_before_reset)
         if batch == 1 and lbr:
             # batch 1: gates fused into the GEMV, input projection under it (kernels/rnn_seq.py)
@@ -175,7 +174,7 @@ def LSTM(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=Non
     p = _operand(ctx, p, (nd, 3 * hs), x.dtype, "P")
     codes, alphas, betas = _activations(ctx, activations, ["Sigmoid", "Tanh", "Tanh"], nd,
                                         activation_alpha, activation_beta)
-    if not input_forget and _fast(x, w, r, batch, codes, (K.SIGMOID, K.TANH, K.TANH), clip):
+    if not input_forget and _fast(ctx.target, x, w, r, batch, codes, (K.SIGMOID, K.TANH, K.TANH), clip):
         if batch == 1:
             wp, rp = ctx.constant(KS.pack_w(w.const, 4)), ctx.constant(KS.pack_r(r.const, 4))
             expr = (f"__k_rnn_seq.lstm_seq({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, {{6}}, "

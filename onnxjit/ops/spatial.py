@@ -146,7 +146,7 @@ def LpPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=
     pv = ctx.scalar(float(p), x.dtype)
     powered = ctx.elementwise(f"abs({{0}}) ** {pv}", x, dtype=x.dtype)
     # count_include_pad=1 divides every full window by the kernel size: times it gives the sum
-    kind = pool.scheme(x.shape, x.dtype, kernel, s, pd, d, out)
+    kind = pool.scheme(x.shape, x.dtype, kernel, s, pd, d, out, ctx.target)
     expr = (f"__k_pool.avgpool_{kind}({{0}}, {ctx.lit(kernel)}, {ctx.lit(s)}, {ctx.lit(pd)}, "
             f"{ctx.lit(d)}, {ctx.lit(out)}, 1)")
     mean = ctx.call(expr, powered, shape=x.shape[:2] + tuple(out), dtype=x.dtype)
