@@ -6,13 +6,14 @@ those accesses. Here each kernel works on views into larger buffers: the output'
 (before, after, and between rows where rows are strided) hold a sentinel that must survive, and
 the inputs' surroundings hold NaN, which poisons any result that reads them. Sizes cover n mod 16
 and mod 32 (0, 1, 15, 16, 17, 31, 32, 33 ...), every row tail of the 12/8/4/1-row micro-kernels,
-k mod 4 (the unrolled K loop) and the K and column block boundaries. Oracle: numpy in float64.
+k mod 4 (the unrolled K loop) and the K and column block boundaries. Oracle: numpy in float64
+(int64 for the integer GEMM).
 """
 import numpy as np
 import pytest
 
 from onnxjit.kernels import conv_s2 as s2
-from onnxjit.kernels import sgemm
+from onnxjit.kernels import qgemm, sgemm
 from onnxjit.kernels.normalization import _layer_norm_f32, softmax_f32
 
 SENTINEL = np.float32(-7.25e7)
@@ -264,3 +265,52 @@ def test_layer_norm_f32_tails():
         sd = np.sqrt(((x64 - mu) ** 2).mean(axis=1, keepdims=True) + 1e-5)
         np.testing.assert_allclose(got, (x64 - mu) / sd * scale + bias, rtol=2e-5, atol=2e-5)
         np.testing.assert_allclose(mean, mu[:, 0], rtol=1e-5, atol=1e-6)
+
+
+# -- qgemm "madd" (AVX2 vpmaddubsw): 4-row micro-kernel over 16-column panels, K in quads ------
+def _bytes_guarded(data, fill):
+    """A C-contiguous view holding the int8/uint8 `data`, inside a buffer of `fill` bytes: a read
+    past it would add fill * weight to some sum."""
+    data = np.ascontiguousarray(data)
+    buf = np.full(data.size + 2 * 4 * GUARD, fill, data.dtype)
+    view = buf[4 * GUARD:4 * GUARD + data.size].reshape(data.shape)
+    view[...] = data
+    return view
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 7, 8, 9, 33, 130])
+def test_qgemm_madd_tails(k):
+    """Exact int32 sums at every row tail of the 4-row kernel and n mod 16, int8 and uint8
+    weights with zero points, the weight pairs over vpmaddubsw's int16 limit included (a = 255:
+    the largest products). The kernel runs on any AVX2 CPU (AVX-512 ones too)."""
+    rng = np.random.default_rng(7 + k)
+    fixed = 0
+    for m in (1, 2, 3, 4, 5, 7, 8, 9, 13):
+        for n in (1, 15, 16, 17, 33):
+            for btype, zb in ((np.int8, -3), (np.uint8, 128), (np.int8, 0)):
+                info = np.iinfo(btype)
+                mid = 128 if btype == np.uint8 else 0
+                b = np.clip(np.round(rng.standard_normal((k, n)) * 45 + mid), info.min, info.max)
+                b = b.astype(btype)
+                packed = qgemm.pack_b_madd(b, zb)
+                if packed is None:
+                    continue
+                bp, colsum, zbs, fk, fj, fv = packed
+                fixed += fk.size
+                za = np.array([rng.integers(0, 256)], np.uint8)
+                for a in (rng.integers(0, 256, (m, k)).astype(np.uint8),
+                          np.full((m, k), 255, np.uint8)):
+                    got = qgemm.qgemm_u8s8_madd(_bytes_guarded(a, 255), za,
+                                                _bytes_guarded(bp, 127), colsum, zbs, n, fk, fj, fv)
+                    want = (a.astype(np.int64) - int(za[0])) @ (b.astype(np.int64) - zb)
+                    assert got.dtype == np.int32 and got.shape == (m, n)
+                    np.testing.assert_array_equal(got, want, err_msg=f"m={m} k={k} n={n} {btype}")
+    if k >= 4:
+        assert fixed > 0, "no weight pair over the int16 limit: the fix-up went untested"
+
+
+def test_qgemm_madd_refuses_wide_weights():
+    """Uniform int8 weights: a quarter of the pairs over the limit, so no madd packing (the
+    lowering then keeps the float64 path)."""
+    b = np.random.default_rng(3).integers(-128, 128, (64, 48)).astype(np.int8)
+    assert qgemm.pack_b_madd(b, 0) is None

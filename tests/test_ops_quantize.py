@@ -132,15 +132,26 @@ CONST_MATMULS = [((7, 10), (10, 33), I8, True, None), ((1, 13, 64), (64, 40), I8
                  ((12, 1030), (1030, 17), I8, True, -3)]
 
 
+def _bell(shape, dtype, seed):
+    """Weights as quantize_dynamic leaves them (bell-shaped, a few at the ends of the range):
+    the AVX2 kernel takes them, with some weight pairs over vpmaddubsw's int16 limit."""
+    info = np.iinfo(dtype)
+    mid = (int(info.min) + int(info.max) + 1) // 2
+    x = _rng(seed).standard_normal(shape) * 40 + mid
+    return np.clip(np.round(x), info.min, info.max).astype(dtype)
+
+
+@pytest.mark.parametrize("weights", ["uniform", "bell"])
 @pytest.mark.parametrize("ashape,bshape,btype,with_az,bz", CONST_MATMULS)
-def test_matmul_integer_constant_weights(ashape, bshape, btype, with_az, bz):
+def test_matmul_integer_constant_weights(ashape, bshape, btype, with_az, bz, weights):
     """uint8 activations by constant int8/uint8 weights (as quantize_dynamic writes them): the
-    VNNI kernel (kernels/qgemm.py) where the CPU has it; exact against the reference. Row
-    counts off the 6-row kernel, K off multiples of 4, N off multiples of 32."""
+    integer kernel of the target (kernels/qgemm.py: AVX512-VNNI, or AVX2 where the weights'
+    pairs allow it); exact against the reference. Row counts off the 6- and 4-row kernels,
+    K off multiples of 4, N off multiples of 32 and 16."""
     feeds = {"a": _ints(ashape, U8, 1)}
     if with_az:
         feeds["az"] = _ints((), U8, 3)
-    consts = {"b": _ints(bshape, btype, 2)}
+    consts = {"b": _ints(bshape, btype, 2) if weights == "uniform" else _bell(bshape, btype, 2)}
     if bz is not None:
         consts["bz"] = np.array(bz, btype)
     node = helper.make_node("MatMulInteger", ["a", "b", "az" if with_az else "",
@@ -153,9 +164,16 @@ def test_matmul_integer_constant_weights(ashape, bshape, btype, with_az, bz):
         [numpy_helper.from_array(v, k) for k, v in consts.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
     check_reference(model, feeds)
-    from onnxjit.kernels.qgemm import has_vnni
+    from onnxjit.kernels.qgemm import pack_b_madd
+    from onnxjit.target import host
+    kind = host().int8_dot
+    if kind == "madd" and pack_b_madd(consts["b"], bz or 0) is None:
+        kind = None                 # too many pairs over the int16 limit: float64 BLAS
     source = onnxjit.backend.prepare(model).source()
-    assert ("qgemm_u8s8" in source) == has_vnni()
+    assert ("qgemm_u8s8(" in source, "qgemm_u8s8_madd(" in source) == (kind == "vnni",
+                                                                        kind == "madd")
+    if weights == "bell" and btype == I8 and bshape[0] > 9:
+        assert kind is not None     # the AVX2 kernel's weights (pairs clipped and fixed up)
 
 
 def test_dynamic_quantize_linear_long_input():

@@ -259,9 +259,25 @@ def pack_b_madd(b, zb):
             j.astype(np.int64), fix_v)
 
 
+@intrinsic
+def _vaddi(typingctx, a, b):
+    """a + b as 16 int32 lanes (the bits of two F32x16)."""
+    def codegen(context, builder, sig, args):
+        r = builder.add(builder.bitcast(args[0], _I32), builder.bitcast(args[1], _I32))
+        return builder.bitcast(r, _V)
+    return f32x16(f32x16, f32x16), codegen
+
+
+@njit(inline="always", **_JIT)
+def _store_madd(cf, o, acc, colf, p, rowf, r):
+    """C row = acc + the column terms of panel p + the row term of row r (zero points)."""
+    vstore(cf, o, _vaddi(_vaddi(acc, vload(colf, p * NR_MADD)), vbcast(rowf, r)))
+
+
 @njit(**_JIT)
-def _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows):
-    """C[m0:m0+rows, :] = A rows @ B (raw u8 x s8 sums), rows <= MR_MADD."""
+def _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf):
+    """C[m0:m0+rows, :] = A rows @ B (raw u8 x s8 sums) + colf[j] + rowf[i] (int32 bits),
+    rows <= MR_MADD."""
     for p in range(npan):
         boff = p * k4 * NR_MADD    # float32 words: NR_MADD columns x 4 bytes per k4
         a0 = m0 * k4
@@ -274,23 +290,24 @@ def _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows):
                 c2 = _vmadd(c2, vbcast(af, a0 + 2 * k4 + kk), b0)
                 c3 = _vmadd(c3, vbcast(af, a0 + 3 * k4 + kk), b0)
             o = m0 * ldc + p * NR_MADD
-            vstore(cf, o, c0)
-            vstore(cf, o + ldc, c1)
-            vstore(cf, o + 2 * ldc, c2)
-            vstore(cf, o + 3 * ldc, c3)
+            _store_madd(cf, o, c0, colf, p, rowf, m0)
+            _store_madd(cf, o + ldc, c1, colf, p, rowf, m0 + 1)
+            _store_madd(cf, o + 2 * ldc, c2, colf, p, rowf, m0 + 2)
+            _store_madd(cf, o + 3 * ldc, c3, colf, p, rowf, m0 + 3)
         else:
             for r in range(rows):
                 c0 = vzero()
                 ar = a0 + r * k4
                 for kk in range(k4):
                     c0 = _vmadd(c0, vbcast(af, ar + kk), vload(bpf, boff + kk * 16))
-                vstore(cf, (m0 + r) * ldc + p * NR_MADD, c0)
+                _store_madd(cf, (m0 + r) * ldc + p * NR_MADD, c0, colf, p, rowf, m0 + r)
 
 
 @njit(**_JIT)
 def qgemm_u8s8_madd(a, za, bp, colsum, zb, n, fix_k, fix_j, fix_v):
     """(a - za) @ (b - zb) in int32 for a (M, K) uint8 and za a uint8 array of one element;
-    bp/colsum/zb/fix_* from pack_b_madd(b)."""
+    bp/colsum/zb/fix_* from pack_b_madd(b). The zero points' terms are added as each tile is
+    stored: K * za * zb - za * colsum[j] per column, - zb * rowsum(a)[i] per row."""
     m, k = a.shape
     npan, k4 = bp.shape[0], bp.shape[1]
     if k4 != -(-k // 4) or n > npan * NR_MADD or n <= (npan - 1) * NR_MADD:
@@ -303,14 +320,29 @@ def qgemm_u8s8_madd(a, za, bp, colsum, zb, n, fix_k, fix_j, fix_v):
     af = ap.reshape(m * k4 * 4).view(np.float32)
     bpf = bp.reshape(bp.size).view(np.float32)
     ldc = npan * NR_MADD
+    za32, zb32 = np.int32(za.ravel()[0]), np.int32(zb)
+    col = np.empty(ldc, np.int32)
+    kzz = np.int32(k) * za32 * zb32
+    for j in range(ldc):
+        col[j] = kzz - za32 * colsum[j]
+    row = np.zeros(m, np.int32)
+    if zb32 != 0:
+        for i in range(m):
+            rs = np.int32(0)
+            for kk in range(k):
+                rs += np.int32(a[i, kk])
+            row[i] = -zb32 * rs
+    colf, rowf = col.view(np.float32), row.view(np.float32)
     c = np.empty((m, ldc), np.int32)
     cf = c.reshape(m * ldc).view(np.float32)
     m0 = 0
     while m0 < m:
         rows = min(MR_MADD, m - m0)
-        _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows)
+        _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf)
         m0 += rows
     for i in range(m):           # the clipped-off weights: a[i, k] * v into column j
         for t in range(fix_k.size):
             c[i, fix_j[t]] += np.int32(a[i, fix_k[t]]) * np.int32(fix_v[t])
-    return _zero_points(c, a, za, colsum, zb, n)
+    if ldc != n:
+        return c[:, :n].copy()
+    return c
