@@ -107,3 +107,41 @@ def test_lowerings_choose_kernels_from_the_target_they_are_handed():
     assert conv is None and packed is None and softmax
     conv, packed, softmax = lowered(Target("generic", 128))
     assert conv is None and packed is None and not softmax
+
+
+def test_int8_gemm_follows_the_target():
+    """MatMulInteger by constant int8 weights: the AVX512-VNNI kernel only where the target has
+    VNNI, the AVX2 vpmaddubsw kernel on AVX2 (and AVX-512 without VNNI), float64 BLAS on the
+    generic target; the host's choice runs exact against the reference."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from onnxjit.ir import Value
+    from onnxjit.specialize import specialize
+    from onnxjit.target import Target
+    import onnxjit.ops  # noqa: F401  (registers the lowerings)
+    rng = np.random.default_rng(1)
+    w = np.clip(np.round(rng.standard_normal((70, 40)) * 40), -127, 127).astype(np.int8)
+    inits = [onnx.numpy_helper.from_array(w, "w"),
+             onnx.numpy_helper.from_array(np.array(0, np.int8), "wz")]
+    node = helper.make_node("MatMulInteger", ["a", "w", "az", "wz"], ["y"])
+    graph = helper.make_graph([node], "g",
+                              [helper.make_tensor_value_info("a", TensorProto.UINT8, [9, 70]),
+                               helper.make_tensor_value_info("az", TensorProto.UINT8, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
+
+    def kernel(t):
+        program = specialize(model, [Value((9, 70), np.dtype(np.uint8), name="a"),
+                                     Value((), np.dtype(np.uint8), name="az")], target=t)
+        ops = " ".join(str(s.op) for s in program.steps)
+        return "vnni" if "qgemm_u8s8(" in ops else "madd" if "qgemm_u8s8_madd(" in ops else None
+
+    assert kernel(Target("avx512", 512, vnni=True)) == "vnni"
+    assert kernel(Target("avx512", 512)) == kernel(Target("avx2", 256)) == "madd"
+    assert kernel(Target("generic", 128)) is None
+    assert kernel(target.host()) == target.host().int8_dot
+    feeds = {"a": rng.integers(0, 256, (9, 70)).astype(np.uint8), "az": np.array(131, np.uint8)}
+    got = onnxjit.prepare(model).run(feeds)[0]
+    np.testing.assert_array_equal(got, ReferenceEvaluator(model).run(None, feeds)[0])
