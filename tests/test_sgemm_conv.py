@@ -63,7 +63,8 @@ def _check(x, w, bias, act, res, tol=2e-6):
 
 
 # (N, C, M, H, W): the transposed path (H*W <= 64: 7x7, 8x8, 3x3, with M > C through
-# sgemm_packed, else the _ck kernels; H*W <= 256 with M <= C: 10x10, 12x12, 14x14, 1x65, 9x9)
+# sgemm_packed, else the _ck kernels; H*W <= 256 with M <= C: 10x10, 12x12, 14x14, 1x65, 9x9,
+# or with C >= 64: 14x14 96 -> 200)
 # and the streaming path (ragged 32-column tiles: 10x10 / 17x17 / 13x15 with M > C, 31x37),
 # odd M (10, 33, 45, 47: 12/8/4/1-row kernels, partial 32-row panels), several K blocks
 # (C > 128 / 256), C = 1, M = 1, and some ResNet shapes.
@@ -71,7 +72,8 @@ SHAPES = [(2, 37, 10, 7, 7), (1, 64, 64, 7, 7), (2, 16, 70, 8, 8), (1, 513, 33, 
           (2, 70, 45, 10, 10), (2, 40, 45, 10, 10), (1, 200, 237, 17, 17),
           (1, 300, 20, 31, 37), (2, 1, 5, 13, 15), (1, 9, 1, 9, 9),
           (1, 130, 100, 1, 65), (2, 129, 47, 12, 12), (1, 256, 64, 14, 14),
-          (1, 512, 128, 28, 28), (1, 64, 256, 56, 56), (1, 512, 96, 7, 7)]
+          (1, 512, 128, 28, 28), (1, 64, 256, 56, 56), (1, 512, 96, 7, 7),
+          (1, 96, 200, 14, 14)]
 
 
 @pytest.mark.parametrize("n,c,m,h,w", SHAPES)

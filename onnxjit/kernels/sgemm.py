@@ -164,16 +164,19 @@ def sgemm_packed(a, bp, n, bias, act):
 # mask registers), so neither X nor Y is padded or copied.  (Packing X blocks per call into
 # 32-column panels was measured: no faster once the K block is 128, slower for M = 64.)
 # Bias (per output row) and Relu fuse into the epilogue; a residual is added by initialising
-# Y with it and accumulating.  For small H*W (7x7, and 14x14 when M <= C) the transposed
-# product Y^T = X^T @ W^T is computed instead (vectors along M over the same packed W, no
-# 49-of-64-lane tiles), followed by one transposing pass that applies bias, residual and act
-# (16 x 16 blocks transposed in registers, simd.vtranspose16: 6x faster than the scalar pass
-# it replaced, which cost 0.06 of 0.21 ms for MobileNet's 160->960 1x1 conv at 7x7).
+# Y with it and accumulating.  For small H*W (7x7, and 14x14 when M <= C or C >= 64) the
+# transposed product Y^T = X^T @ W^T is computed instead (vectors along M over the same
+# packed W, no 49-of-64-lane tiles), followed by one transposing pass that applies bias,
+# residual and act (16 x 16 blocks transposed in registers, simd.vtranspose16: 6x faster
+# than the scalar pass it replaced, which cost 0.06 of 0.21 ms for MobileNet's 160->960 1x1
+# conv at 7x7).
 
 CONV_KC = 128  # K (input channel) block: a 32-column X tile of kc rows stays in L1
 CONV_L2_BYTES = 524288  # X bytes (kc rows x column block) kept in L2 across the row panels
 CONV_SMALL_HW = 64  # H*W up to this: transposed product (see _conv1x1_small)
 CONV_MID_HW = 256  # ... and up to this when M <= C (no X copy; ragged tiles would waste more)
+CONV_MID_MIN_C = 64  # ... or when C >= this (the X^T copy pays: 96->576 at 14x14 0.227 ms
+#                       against 0.245 streamed, 64->384 0.108 / 0.118; C = 40, 48 lose)
 CONV_KC_SMALL = 256  # K block of the transposed product
 CONV_ACT_BLOCK_FLOATS = 65536  # output block (m x columns) a Clip/HardSwish pass finds in L2
 
@@ -445,7 +448,7 @@ def _conv1x1_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, nimg, nt, bou
 def conv1x1_small(hw, m, c):
     """Whether a 1x1 conv over hw pixels, m outputs and c inputs takes the transposed product
     (``conv1x1_packed_small``) rather than the streamed one (``conv1x1_packed_cols``)."""
-    return hw <= CONV_SMALL_HW or (hw <= CONV_MID_HW and m <= c)
+    return hw <= CONV_SMALL_HW or (hw <= CONV_MID_HW and (m <= c or c >= CONV_MID_MIN_C))
 
 
 @njit(inline="always", **_JIT)
