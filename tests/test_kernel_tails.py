@@ -282,11 +282,14 @@ def _bytes_guarded(data, fill):
 def test_qgemm_madd_tails(k):
     """Exact int32 sums at every row tail of the 4-row kernel and n mod 16, int8 and uint8
     weights with zero points, the weight pairs over vpmaddubsw's int16 limit included (a = 255:
-    the largest products). The kernel runs on any AVX2 CPU (AVX-512 ones too)."""
+    the largest products). The kernel runs on any AVX2 CPU (AVX-512 ones too); the VNNI kernel
+    is checked on the same cases where the target has it."""
+    from onnxjit.target import host
+    vnni = host().int8_dot == "vnni"
     rng = np.random.default_rng(7 + k)
     fixed = 0
-    for m in (1, 2, 3, 4, 5, 7, 8, 9, 13):
-        for n in (1, 15, 16, 17, 33):
+    for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 13):
+        for n in (1, 15, 16, 17, 31, 32, 33):
             for btype, zb in ((np.int8, -3), (np.uint8, 128), (np.int8, 0)):
                 info = np.iinfo(btype)
                 mid = 128 if btype == np.uint8 else 0
@@ -295,16 +298,21 @@ def test_qgemm_madd_tails(k):
                 packed = qgemm.pack_b_madd(b, zb)
                 if packed is None:
                     continue
-                bp, colsum, zbs, fk, fj, fv = packed
-                fixed += fk.size
+                bp, colsum, zbs, fix = packed
+                fixed += fix.shape[1]
                 za = np.array([rng.integers(0, 256)], np.uint8)
                 for a in (rng.integers(0, 256, (m, k)).astype(np.uint8),
                           np.full((m, k), 255, np.uint8)):
                     got = qgemm.qgemm_u8s8_madd(_bytes_guarded(a, 255), za,
-                                                _bytes_guarded(bp, 127), colsum, zbs, n, fk, fj, fv)
+                                                _bytes_guarded(bp, 127), colsum, zbs, n, fix)
                     want = (a.astype(np.int64) - int(za[0])) @ (b.astype(np.int64) - zb)
                     assert got.dtype == np.int32 and got.shape == (m, n)
                     np.testing.assert_array_equal(got, want, err_msg=f"m={m} k={k} n={n} {btype}")
+                    if vnni:                # the AVX512-VNNI kernel (6x32) on the same case
+                        bq, cq, zq = qgemm.pack_b_s8(b, zb)
+                        got = qgemm.qgemm_u8s8(_bytes_guarded(a, 255), za,
+                                               _bytes_guarded(bq, 127), cq, zq, n)
+                        np.testing.assert_array_equal(got, want, err_msg=f"vnni m={m} k={k} n={n}")
     if k >= 4:
         assert fixed > 0, "no weight pair over the int16 limit: the fix-up went untested"
 

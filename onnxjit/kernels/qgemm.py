@@ -24,7 +24,7 @@ columns, ``pack_b_madd(b, zb)`` packs N/16 panels (NP, K/4, 16 x 4). vpmaddubsw 
 pair b0 * a0 + b1 * a1 outside int16; with a <= 255 that cannot happen when the pair's positive
 parts and its negative parts each add up to at most 128. The packing clips every other pair
 (the second weight only) to that bound and returns the clipped-off parts as a sparse list
-(k, column, value), added back exactly after the GEMM (``fix_rows``: a[:, k] * value into
+(k, column, value), added back exactly after the GEMM (``_fix_up``: a[:, k] * value into
 column j): quantize_dynamic's bell-shaped weights leave a few hundred of 65k-260k pairs.
 Where more than 1/32 of the pairs would need it (uniform weights), ``pack_b_madd`` returns None
 and the lowering keeps the float64 BLAS path.
@@ -97,8 +97,9 @@ def pack_b_s8(b, zb):
 
 
 @njit(**_JIT)
-def _block(af, k4, bpf, npan, cf, ldc, m0, rows):
-    """C[m0:m0+rows, :] = A rows @ B (raw u8 x s8 sums), rows <= MR."""
+def _block(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf):
+    """C[m0:m0+rows, :] = A rows @ B (raw u8 x s8 sums) + colf[j] + rowf[i] (int32 bits),
+    rows <= MR."""
     for p in range(npan):
         boff = p * k4 * NR          # float32 words: NR columns x 4 bytes per k4
         c0, c1, c2, c3, c4, c5 = vzero(), vzero(), vzero(), vzero(), vzero(), vzero()
@@ -127,18 +128,19 @@ def _block(af, k4, bpf, npan, cf, ldc, m0, rows):
                 c5 = _vdp(c5, x, b0)
                 d5 = _vdp(d5, x, b1)
             o = m0 * ldc + p * NR
-            vstore(cf, o, c0)
-            vstore(cf, o + 16, d0)
-            vstore(cf, o + ldc, c1)
-            vstore(cf, o + ldc + 16, d1)
-            vstore(cf, o + 2 * ldc, c2)
-            vstore(cf, o + 2 * ldc + 16, d2)
-            vstore(cf, o + 3 * ldc, c3)
-            vstore(cf, o + 3 * ldc + 16, d3)
-            vstore(cf, o + 4 * ldc, c4)
-            vstore(cf, o + 4 * ldc + 16, d4)
-            vstore(cf, o + 5 * ldc, c5)
-            vstore(cf, o + 5 * ldc + 16, d5)
+            j = p * NR
+            _store_zp(cf, o, c0, colf, j, rowf, m0)
+            _store_zp(cf, o + 16, d0, colf, j + 16, rowf, m0)
+            _store_zp(cf, o + ldc, c1, colf, j, rowf, m0 + 1)
+            _store_zp(cf, o + ldc + 16, d1, colf, j + 16, rowf, m0 + 1)
+            _store_zp(cf, o + 2 * ldc, c2, colf, j, rowf, m0 + 2)
+            _store_zp(cf, o + 2 * ldc + 16, d2, colf, j + 16, rowf, m0 + 2)
+            _store_zp(cf, o + 3 * ldc, c3, colf, j, rowf, m0 + 3)
+            _store_zp(cf, o + 3 * ldc + 16, d3, colf, j + 16, rowf, m0 + 3)
+            _store_zp(cf, o + 4 * ldc, c4, colf, j, rowf, m0 + 4)
+            _store_zp(cf, o + 4 * ldc + 16, d4, colf, j + 16, rowf, m0 + 4)
+            _store_zp(cf, o + 5 * ldc, c5, colf, j, rowf, m0 + 5)
+            _store_zp(cf, o + 5 * ldc + 16, d5, colf, j + 16, rowf, m0 + 5)
         else:
             for r in range(rows):
                 c0, d0 = vzero(), vzero()
@@ -148,8 +150,8 @@ def _block(af, k4, bpf, npan, cf, ldc, m0, rows):
                     c0 = _vdp(c0, x, vload(bpf, boff + kk * 32))
                     d0 = _vdp(d0, x, vload(bpf, boff + kk * 32 + 16))
                 o = (m0 + r) * ldc + p * NR
-                vstore(cf, o, c0)
-                vstore(cf, o + 16, d0)
+                _store_zp(cf, o, c0, colf, p * NR, rowf, m0 + r)
+                _store_zp(cf, o + 16, d0, colf, p * NR + 16, rowf, m0 + r)
 
 
 @njit(**_JIT)
@@ -168,35 +170,53 @@ def qgemm_u8s8(a, za, bp, colsum, zb, n):
     af = ap.reshape(m * k4 * 4).view(np.float32)
     bpf = bp.reshape(bp.size).view(np.float32)
     ldc = npan * NR
+    colf, rowf = _zero_point_terms(a, za, colsum, zb, ldc)
     c = np.empty((m, ldc), np.int32)
     cf = c.reshape(m * ldc).view(np.float32)
     m0 = 0
     while m0 < m:
         rows = min(MR, m - m0)
-        _block(af, k4, bpf, npan, cf, ldc, m0, rows)
+        _block(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf)
         m0 += rows
-    return _zero_points(c, a, za, colsum, zb, n)
-
-
-@njit(**_JIT)
-def _zero_points(c, a, za, colsum, zb, n):
-    """c (M, ldc) = A B raw sums -> (A - za)(B - zb), cut to n columns (int32 wraps: exact
-    wherever the result fits)."""
-    m, k = a.shape
-    ldc = c.shape[1]
-    za32, zb32 = np.int32(za.ravel()[0]), np.int32(zb)
-    if za32 != 0 or zb32 != 0:
-        kzz = np.int32(k) * za32 * zb32
-        for i in range(m):
-            rs = np.int32(0)
-            if zb32 != 0:
-                for kk in range(k):
-                    rs += np.int32(a[i, kk])
-            for j in range(ldc):
-                c[i, j] += kzz - za32 * colsum[j] - zb32 * rs
     if ldc != n:
         return c[:, :n].copy()
     return c
+
+
+@njit(**_JIT)
+def _zero_point_terms(a, za, colsum, zb, ldc):
+    """(column terms K * za * zb - za * colsum[j], row terms - zb * rowsum(a)[i]) as int32 bits
+    in float32 arrays: the tiles' stores add them to the raw sums A B, giving (A - za)(B - zb)
+    (int32 wraps: exact wherever the result fits)."""
+    m, k = a.shape
+    za32, zb32 = np.int32(za.ravel()[0]), np.int32(zb)
+    col = np.empty(ldc, np.int32)
+    kzz = np.int32(k) * za32 * zb32
+    for j in range(ldc):
+        col[j] = kzz - za32 * colsum[j]
+    row = np.zeros(m, np.int32)
+    if zb32 != 0:
+        for i in range(m):
+            rs = np.int32(0)
+            for kk in range(k):
+                rs += np.int32(a[i, kk])
+            row[i] = -zb32 * rs
+    return col.view(np.float32), row.view(np.float32)
+
+
+@intrinsic
+def _vaddi(typingctx, a, b):
+    """a + b as 16 int32 lanes (the bits of two F32x16)."""
+    def codegen(context, builder, sig, args):
+        r = builder.add(builder.bitcast(args[0], _I32), builder.bitcast(args[1], _I32))
+        return builder.bitcast(r, _V)
+    return f32x16(f32x16, f32x16), codegen
+
+
+@njit(inline="always", **_JIT)
+def _store_zp(cf, o, acc, colf, j, rowf, r):
+    """cf[o:o+16] = acc + the column terms colf[j:j+16] + the row term rowf[r] (int32 lanes)."""
+    vstore(cf, o, _vaddi(_vaddi(acc, vload(colf, j)), vbcast(rowf, r)))
 
 
 # ---- "madd": AVX2 vpmaddubsw + vpmaddwd ------------------------------------------------------
@@ -238,10 +258,10 @@ def _vmadd(typingctx, acc, a, b):
 
 
 def pack_b_madd(b, zb):
-    """(packed (NP, K4, 64) int8, colsum (NP*16,) int32, zero point as int, fix_k, fix_j, fix_v)
+    """(packed (NP, K4, 64) int8, colsum (NP*16,) int32, zero point as int, fix (3, F) int32)
     for b (K, N) int8 or uint8, or None where more than 1/FIX_FRACTION of the weight pairs
     would be clipped. The packed weights have every pair (k even, k + 1) within PAIR_LIMIT
-    (b[k + 1] clipped); b = packed + the sparse (fix_k, fix_j, fix_v) int64 arrays."""
+    (b[k + 1] clipped); b = packed + the sparse fix: its columns (k, j, value), in k order."""
     full, zb = _signed_padded(b, zb, NR_MADD)
     colsum = full.astype(np.int32).sum(axis=0)
     b0, b1 = full[0::2].astype(np.int32), full[1::2].astype(np.int32)
@@ -254,24 +274,8 @@ def pack_b_madd(b, zb):
         return None
     clipped = full.copy()
     clipped[2 * pk + 1, j] = (b1[pk, j] - excess[pk, j]).astype(np.int8)
-    fix_v = excess[pk, j].astype(np.int64)
-    return (_panels(clipped, NR_MADD), colsum, zb, (2 * pk + 1).astype(np.int64),
-            j.astype(np.int64), fix_v)
-
-
-@intrinsic
-def _vaddi(typingctx, a, b):
-    """a + b as 16 int32 lanes (the bits of two F32x16)."""
-    def codegen(context, builder, sig, args):
-        r = builder.add(builder.bitcast(args[0], _I32), builder.bitcast(args[1], _I32))
-        return builder.bitcast(r, _V)
-    return f32x16(f32x16, f32x16), codegen
-
-
-@njit(inline="always", **_JIT)
-def _store_madd(cf, o, acc, colf, p, rowf, r):
-    """C row = acc + the column terms of panel p + the row term of row r (zero points)."""
-    vstore(cf, o, _vaddi(_vaddi(acc, vload(colf, p * NR_MADD)), vbcast(rowf, r)))
+    fix = np.stack([2 * pk + 1, j, excess[pk, j]]).astype(np.int32)
+    return _panels(clipped, NR_MADD), colsum, zb, fix
 
 
 @njit(**_JIT)
@@ -290,23 +294,38 @@ def _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf):
                 c2 = _vmadd(c2, vbcast(af, a0 + 2 * k4 + kk), b0)
                 c3 = _vmadd(c3, vbcast(af, a0 + 3 * k4 + kk), b0)
             o = m0 * ldc + p * NR_MADD
-            _store_madd(cf, o, c0, colf, p, rowf, m0)
-            _store_madd(cf, o + ldc, c1, colf, p, rowf, m0 + 1)
-            _store_madd(cf, o + 2 * ldc, c2, colf, p, rowf, m0 + 2)
-            _store_madd(cf, o + 3 * ldc, c3, colf, p, rowf, m0 + 3)
+            _store_zp(cf, o, c0, colf, p * NR_MADD, rowf, m0)
+            _store_zp(cf, o + ldc, c1, colf, p * NR_MADD, rowf, m0 + 1)
+            _store_zp(cf, o + 2 * ldc, c2, colf, p * NR_MADD, rowf, m0 + 2)
+            _store_zp(cf, o + 3 * ldc, c3, colf, p * NR_MADD, rowf, m0 + 3)
         else:
             for r in range(rows):
                 c0 = vzero()
                 ar = a0 + r * k4
                 for kk in range(k4):
                     c0 = _vmadd(c0, vbcast(af, ar + kk), vload(bpf, boff + kk * 16))
-                _store_madd(cf, (m0 + r) * ldc + p * NR_MADD, c0, colf, p, rowf, m0 + r)
+                _store_zp(cf, (m0 + r) * ldc + p * NR_MADD, c0, colf, p * NR_MADD, rowf, m0 + r)
 
 
 @njit(**_JIT)
-def qgemm_u8s8_madd(a, za, bp, colsum, zb, n, fix_k, fix_j, fix_v):
+def _fix_up(c, ap, fix):
+    """c[i, j] += ap[i, k] * v for each (k, j, v) column of fix (int32 (3, F)), every row i:
+    the weights clipped off at packing. Flat unsigned offsets (no negative-index wrap)."""
+    m, lda = ap.shape
+    ldc = c.shape[1]
+    cf = c.reshape(c.size)
+    af = ap.reshape(ap.size)
+    for i in range(m):
+        ci = np.uint64(i * ldc)
+        ai = np.uint64(i * lda)
+        for t in range(fix.shape[1]):
+            cf[ci + np.uint64(fix[1, t])] += np.int32(af[ai + np.uint64(fix[0, t])]) * fix[2, t]
+
+
+@njit(**_JIT)
+def qgemm_u8s8_madd(a, za, bp, colsum, zb, n, fix):
     """(a - za) @ (b - zb) in int32 for a (M, K) uint8 and za a uint8 array of one element;
-    bp/colsum/zb/fix_* from pack_b_madd(b). The zero points' terms are added as each tile is
+    bp/colsum/zb/fix from pack_b_madd(b). The zero points' terms are added as each tile is
     stored: K * za * zb - za * colsum[j] per column, - zb * rowsum(a)[i] per row."""
     m, k = a.shape
     npan, k4 = bp.shape[0], bp.shape[1]
@@ -320,19 +339,7 @@ def qgemm_u8s8_madd(a, za, bp, colsum, zb, n, fix_k, fix_j, fix_v):
     af = ap.reshape(m * k4 * 4).view(np.float32)
     bpf = bp.reshape(bp.size).view(np.float32)
     ldc = npan * NR_MADD
-    za32, zb32 = np.int32(za.ravel()[0]), np.int32(zb)
-    col = np.empty(ldc, np.int32)
-    kzz = np.int32(k) * za32 * zb32
-    for j in range(ldc):
-        col[j] = kzz - za32 * colsum[j]
-    row = np.zeros(m, np.int32)
-    if zb32 != 0:
-        for i in range(m):
-            rs = np.int32(0)
-            for kk in range(k):
-                rs += np.int32(a[i, kk])
-            row[i] = -zb32 * rs
-    colf, rowf = col.view(np.float32), row.view(np.float32)
+    colf, rowf = _zero_point_terms(a, za, colsum, zb, ldc)
     c = np.empty((m, ldc), np.int32)
     cf = c.reshape(m * ldc).view(np.float32)
     m0 = 0
@@ -340,9 +347,7 @@ def qgemm_u8s8_madd(a, za, bp, colsum, zb, n, fix_k, fix_j, fix_v):
         rows = min(MR_MADD, m - m0)
         _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf)
         m0 += rows
-    for i in range(m):           # the clipped-off weights: a[i, k] * v into column j
-        for t in range(fix_k.size):
-            c[i, fix_j[t]] += np.int32(a[i, fix_k[t]]) * np.int32(fix_v[t])
+    _fix_up(c, ap, fix)
     if ldc != n:
         return c[:, :n].copy()
     return c

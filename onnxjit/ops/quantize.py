@@ -233,11 +233,11 @@ def _int8_matmul(ctx, a, b, a_zero_point, b_zero_point):
     packed = qgemm.pack_b_madd(b.const, zb)
     if packed is None:          # weights too wide for vpmaddubsw's int16 pairs
         return None
-    bp, colsum, zb, fix_k, fix_j, fix_v = packed
+    bp, colsum, zb, fix = packed
     expr = (f"__k_qgemm.qgemm_u8s8_madd({lhs}, {{1}}, {{2}}, {{3}}, {ctx.lit(int(zb))}, "
-            f"{ctx.lit(int(n))}, {{4}}, {{5}}, {{6}}).reshape({ctx.lit(out)})")
-    return ctx.call(expr, a, za, ctx.constant(bp), ctx.constant(colsum), ctx.constant(fix_k),
-                    ctx.constant(fix_j), ctx.constant(fix_v), shape=out, dtype=I32)
+            f"{ctx.lit(int(n))}, {{4}}).reshape({ctx.lit(out)})")
+    return ctx.call(expr, a, za, ctx.constant(bp), ctx.constant(colsum), ctx.constant(fix),
+                    shape=out, dtype=I32)
 
 
 @register("MatMulInteger", 10)
