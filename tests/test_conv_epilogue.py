@@ -195,6 +195,10 @@ DW3_CASES = [
     ((1, 2, 11, 70), 2, (0, 0, 1, 1)),      # TF-style "same" stride-2 pads, 3 vectors a row
     ((1, 2, 6, 40), 2, (2, 2, 2, 2)),       # padding wider than a tap
     ((1, 1, 1, 1), 1, (1, 1, 1, 1)),        # one pixel
+    ((1, 37, 7, 7), 1, (1, 1, 1, 1)),       # channels-last (rows <= 8): 2 groups of 16 + 5
+    ((2, 20, 5, 8), 1, (0, 1, 1, 0)),       # ... batch 2, asymmetric pads
+    ((1, 18, 14, 14), 2, (1, 1, 1, 1)),     # ... stride 2 down to 7x7
+    ((1, 17, 6, 5), 2, (2, 2, 2, 2)),       # ... padding wider than a tap
 ]
 
 
@@ -284,3 +288,26 @@ def test_depthwise3x3_f32_two_threads_matches_one():
         numba.set_num_threads(before)
     np.testing.assert_array_equal(one, two)
     assert one.size * 9 >= 1 << 19     # big enough for the threaded path
+
+
+def test_depthwise3x3_f32_channels_last_two_threads_matches_one():
+    """Small planes (channels-last): groups of 16 channels shared out over threads."""
+    import numba
+    from onnxjit.kernels.depthwise import DW3_CL_MAX_OW, depthwise3x3_f32
+    from onnxjit.target import host
+    if not host().split16 or numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("AVX-512 / AVX2 kernel, 2 Numba threads")
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 600, 7, 7)).astype(np.float32)
+    w = rng.standard_normal((600, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(600).astype(np.float32)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = depthwise3x3_f32(x, w, b, (1, 1), (1, 1, 1, 1), 3, (float(np.float32(1 / 6)), 0.5))
+        numba.set_num_threads(2)
+        two = depthwise3x3_f32(x, w, b, (1, 1), (1, 1, 1, 1), 3, (float(np.float32(1 / 6)), 0.5))
+    finally:
+        numba.set_num_threads(before)
+    np.testing.assert_array_equal(one, two)
+    assert one.shape[3] <= DW3_CL_MAX_OW and one.size * 9 >= 1 << 19
