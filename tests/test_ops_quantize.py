@@ -172,8 +172,63 @@ def test_matmul_integer_constant_weights(ashape, bshape, btype, with_az, bz, wei
     source = onnxjit.backend.prepare(model).source()
     assert ("qgemm_u8s8(" in source, "qgemm_u8s8_madd(" in source) == (kind == "vnni",
                                                                         kind == "madd")
-    if weights == "bell" and btype == I8 and bshape[0] > 9:
+    if weights == "bell" and btype == I8 and bshape[0] > 9 and host().int8_dot is not None:
         assert kind is not None     # the AVX2 kernel's weights (pairs clipped and fixed up)
+
+
+def _qdense(pattern, rows=7):
+    """A dense layer as onnxruntime's quantize_dynamic writes it (DynamicQuantizeLinear,
+    MatMulInteger by int8 weights, the two scales' Mul between them in node order, Cast, Mul,
+    Add of a bias), or a variant of its tail (`pattern`)."""
+    rng = _rng(11)
+    k, n = 40, 24
+    w = _bell((k, n), I8, 12)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(0, I8), "wz"),
+             numpy_helper.from_array(np.array(0.0123, F32), "ws"),
+             numpy_helper.from_array(rng.standard_normal(n).astype(F32), "bias")]
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "qs", "qz"]),
+             helper.make_node("MatMulInteger", ["q", "w", "qz", "wz"], ["acc"]),
+             helper.make_node("Mul", ["qs", "ws"], ["s"]),
+             helper.make_node("Cast", ["acc"], ["f"], to=TensorProto.FLOAT)]
+    outs = ["y"]
+    if pattern == "layer":
+        nodes += [helper.make_node("Mul", ["f", "s"], ["fs"]),
+                  helper.make_node("Add", ["fs", "bias"], ["y"])]
+    elif pattern == "swapped":         # operands the other way round
+        nodes += [helper.make_node("Mul", ["s", "f"], ["fs"]),
+                  helper.make_node("Add", ["bias", "fs"], ["y"])]
+    elif pattern == "cast_add":        # no scale
+        nodes += [helper.make_node("Add", ["f", "bias"], ["y"])]
+    elif pattern == "cast":
+        nodes[-1].output[0] = "y"
+    elif pattern == "shared":          # the int32 sums are an output too: nothing folds
+        nodes += [helper.make_node("Mul", ["f", "s"], ["fs"]),
+                  helper.make_node("Add", ["fs", "bias"], ["y"])]
+        outs.append("acc")
+    elif pattern == "scaled_twice":    # the second Mul stays a Mul
+        nodes += [helper.make_node("Mul", ["f", "s"], ["fs"]),
+                  helper.make_node("Mul", ["fs", "s"], ["y"])]
+    graph = helper.make_graph(nodes, "qdense",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, k])],
+                              [helper.make_tensor_value_info(o, 0, None) for o in outs], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    return model, {"x": (rng.standard_normal((rows, k)) * 2).astype(F32)}
+
+
+@pytest.mark.parametrize("pattern", ["layer", "swapped", "cast_add", "cast", "shared",
+                                     "scaled_twice"])
+def test_quantized_dense_layer_folds_into_the_gemm(pattern):
+    """MatMulInteger -> Cast -> Mul (scale) -> Add (bias) is one integer GEMM writing float32
+    (the step moves past the scales' Mul recorded before its Cast); the results are the
+    reference's, rounded as its separate Cast, Mul and Add round them."""
+    from onnxjit.target import host
+    model, feeds = _qdense(pattern)
+    fused = host().int8_dot is not None and pattern != "shared"
+    # bit for bit where folded (the fused elementwise Mul + Add is one FMA, within 1 ulp)
+    check_reference(model, feeds, **(dict(rtol=0, atol=0) if fused else {}))
+    source = onnxjit.backend.prepare(model).source()
+    assert ("qgemm_u8s8_f32(" in source or "qgemm_u8s8_madd_f32(" in source) == fused
+    assert source.count("__k_qgemm.") == (host().int8_dot is not None)
 
 
 def test_dynamic_quantize_linear_long_input():

@@ -97,9 +97,9 @@ def pack_b_s8(b, zb):
 
 
 @njit(**_JIT)
-def _block(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf):
-    """C[m0:m0+rows, :] = A rows @ B (raw u8 x s8 sums) + colf[j] + rowf[i] (int32 bits),
-    rows <= MR."""
+def _block(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf, crow):
+    """C[crow:crow+rows, :] = A[m0:m0+rows] @ B (raw u8 x s8 sums) + colf[j] + rowf[i]
+    (int32 bits), rows <= MR."""
     for p in range(npan):
         boff = p * k4 * NR          # float32 words: NR columns x 4 bytes per k4
         c0, c1, c2, c3, c4, c5 = vzero(), vzero(), vzero(), vzero(), vzero(), vzero()
@@ -127,7 +127,7 @@ def _block(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf):
                 x = vbcast(af, a0 + 5 * k4 + kk)
                 c5 = _vdp(c5, x, b0)
                 d5 = _vdp(d5, x, b1)
-            o = m0 * ldc + p * NR
+            o = crow * ldc + p * NR
             j = p * NR
             _store_zp(cf, o, c0, colf, j, rowf, m0)
             _store_zp(cf, o + 16, d0, colf, j + 16, rowf, m0)
@@ -149,38 +149,84 @@ def _block(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf):
                     x = vbcast(af, ar + kk)
                     c0 = _vdp(c0, x, vload(bpf, boff + kk * 32))
                     d0 = _vdp(d0, x, vload(bpf, boff + kk * 32 + 16))
-                o = (m0 + r) * ldc + p * NR
+                o = (crow + r) * ldc + p * NR
                 _store_zp(cf, o, c0, colf, p * NR, rowf, m0 + r)
                 _store_zp(cf, o + 16, d0, colf, p * NR + 16, rowf, m0 + r)
+
+
+@njit(**_JIT)
+def _operands(a, za, bp, colsum, zb, n, nr):
+    """(A padded to whole quads, as float32 words; B as float32 words; ldc; column terms;
+    row terms) for a (M, K) uint8 and packed B of nr-column panels."""
+    m, k = a.shape
+    npan, k4 = bp.shape[0], bp.shape[1]
+    if k4 != -(-k // 4) or n > npan * nr or n <= (npan - 1) * nr:
+        raise ValueError("qgemm: packed B does not match a / n")
+    if k % 4 == 0:
+        ap = np.ascontiguousarray(a)
+    else:
+        ap = np.zeros((m, k4 * 4), np.uint8)
+        ap[:, :k] = a
+    ldc = npan * nr
+    colf, rowf = _zero_point_terms(a, za, colsum, zb, ldc)
+    return ap, bp.reshape(bp.size).view(np.float32), ldc, colf, rowf
+
+
+@njit(**_JIT)
+def _dequantize_rows(c, out, m0, rows, scale, bias):
+    """out[m0 + r, j] = float32(c[r, j]) * scale (+ bias[j] when bias is not empty): Cast, Mul
+    and Add as ONNX rounds them, one at a time (no fused multiply-add)."""
+    s = scale.ravel()[0]
+    n = out.shape[1]
+    if bias.size:
+        for r in range(rows):
+            for j in range(n):
+                out[m0 + r, j] = np.float32(c[r, j]) * s + bias[j]
+    else:
+        for r in range(rows):
+            for j in range(n):
+                out[m0 + r, j] = np.float32(c[r, j]) * s
 
 
 @njit(**_JIT)
 def qgemm_u8s8(a, za, bp, colsum, zb, n):
     """(a - za) @ (b - zb) in int32 for a (M, K) uint8 and za a uint8 array of one element;
     bp/colsum/zb from pack_b_s8(b)."""
-    m, k = a.shape
-    npan, k4 = bp.shape[0], bp.shape[1]
-    if k4 != -(-k // 4) or n > npan * NR or n <= (npan - 1) * NR:
-        raise ValueError("qgemm_u8s8: packed B does not match a / n")
-    if k % 4 == 0:
-        ap = np.ascontiguousarray(a)
-    else:
-        ap = np.zeros((m, k4 * 4), np.uint8)
-        ap[:, :k] = a
-    af = ap.reshape(m * k4 * 4).view(np.float32)
-    bpf = bp.reshape(bp.size).view(np.float32)
-    ldc = npan * NR
-    colf, rowf = _zero_point_terms(a, za, colsum, zb, ldc)
+    m = a.shape[0]
+    ap, bpf, ldc, colf, rowf = _operands(a, za, bp, colsum, zb, n, NR)
+    k4 = bp.shape[1]
+    af = ap.reshape(ap.size).view(np.float32)
     c = np.empty((m, ldc), np.int32)
     cf = c.reshape(m * ldc).view(np.float32)
     m0 = 0
     while m0 < m:
         rows = min(MR, m - m0)
-        _block(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf)
+        _block(af, k4, bpf, bp.shape[0], cf, ldc, m0, rows, colf, rowf, m0)
         m0 += rows
     if ldc != n:
         return c[:, :n].copy()
     return c
+
+
+@njit(**_JIT)
+def qgemm_u8s8_f32(a, za, bp, colsum, zb, n, scale, bias):
+    """float32((a - za) @ (b - zb)) * scale[0] (+ bias): MatMulInteger with the Cast, Mul and
+    Add of a dynamically quantized dense layer (ops/quantize.py's peepholes), each 6-row
+    block dequantized while its int32 sums are in cache."""
+    m = a.shape[0]
+    ap, bpf, ldc, colf, rowf = _operands(a, za, bp, colsum, zb, n, NR)
+    k4 = bp.shape[1]
+    af = ap.reshape(ap.size).view(np.float32)
+    c = np.empty((MR, ldc), np.int32)
+    cf = c.reshape(MR * ldc).view(np.float32)
+    out = np.empty((m, n), np.float32)
+    m0 = 0
+    while m0 < m:
+        rows = min(MR, m - m0)
+        _block(af, k4, bpf, bp.shape[0], cf, ldc, m0, rows, colf, rowf, 0)
+        _dequantize_rows(c, out, m0, rows, scale, bias)
+        m0 += rows
+    return out
 
 
 @njit(**_JIT)
@@ -279,9 +325,9 @@ def pack_b_madd(b, zb):
 
 
 @njit(**_JIT)
-def _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf):
-    """C[m0:m0+rows, :] = A rows @ B (raw u8 x s8 sums) + colf[j] + rowf[i] (int32 bits),
-    rows <= MR_MADD."""
+def _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf, crow):
+    """C[crow:crow+rows, :] = A[m0:m0+rows] @ B (raw u8 x s8 sums) + colf[j] + rowf[i]
+    (int32 bits), rows <= MR_MADD."""
     for p in range(npan):
         boff = p * k4 * NR_MADD    # float32 words: NR_MADD columns x 4 bytes per k4
         a0 = m0 * k4
@@ -293,7 +339,7 @@ def _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf):
                 c1 = _vmadd(c1, vbcast(af, a0 + k4 + kk), b0)
                 c2 = _vmadd(c2, vbcast(af, a0 + 2 * k4 + kk), b0)
                 c3 = _vmadd(c3, vbcast(af, a0 + 3 * k4 + kk), b0)
-            o = m0 * ldc + p * NR_MADD
+            o = crow * ldc + p * NR_MADD
             _store_zp(cf, o, c0, colf, p * NR_MADD, rowf, m0)
             _store_zp(cf, o + ldc, c1, colf, p * NR_MADD, rowf, m0 + 1)
             _store_zp(cf, o + 2 * ldc, c2, colf, p * NR_MADD, rowf, m0 + 2)
@@ -304,20 +350,22 @@ def _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf):
                 ar = a0 + r * k4
                 for kk in range(k4):
                     c0 = _vmadd(c0, vbcast(af, ar + kk), vload(bpf, boff + kk * 16))
-                _store_zp(cf, (m0 + r) * ldc + p * NR_MADD, c0, colf, p * NR_MADD, rowf, m0 + r)
+                _store_zp(cf, (crow + r) * ldc + p * NR_MADD, c0, colf, p * NR_MADD, rowf,
+                          m0 + r)
 
 
 @njit(**_JIT)
-def _fix_up(c, ap, fix):
-    """c[i, j] += ap[i, k] * v for each (k, j, v) column of fix (int32 (3, F)), every row i:
-    the weights clipped off at packing. Flat unsigned offsets (no negative-index wrap)."""
-    m, lda = ap.shape
+def _fix_up(c, ap, fix, m0, rows, crow):
+    """c[crow + r, j] += ap[m0 + r, k] * v for each (k, j, v) column of fix (int32 (3, F)),
+    r < rows: the weights clipped off at packing. Flat unsigned offsets (no negative-index
+    wrap)."""
+    lda = ap.shape[1]
     ldc = c.shape[1]
     cf = c.reshape(c.size)
     af = ap.reshape(ap.size)
-    for i in range(m):
-        ci = np.uint64(i * ldc)
-        ai = np.uint64(i * lda)
+    for r in range(rows):
+        ci = np.uint64((crow + r) * ldc)
+        ai = np.uint64((m0 + r) * lda)
         for t in range(fix.shape[1]):
             cf[ci + np.uint64(fix[1, t])] += np.int32(af[ai + np.uint64(fix[0, t])]) * fix[2, t]
 
@@ -327,27 +375,39 @@ def qgemm_u8s8_madd(a, za, bp, colsum, zb, n, fix):
     """(a - za) @ (b - zb) in int32 for a (M, K) uint8 and za a uint8 array of one element;
     bp/colsum/zb/fix from pack_b_madd(b). The zero points' terms are added as each tile is
     stored: K * za * zb - za * colsum[j] per column, - zb * rowsum(a)[i] per row."""
-    m, k = a.shape
-    npan, k4 = bp.shape[0], bp.shape[1]
-    if k4 != -(-k // 4) or n > npan * NR_MADD or n <= (npan - 1) * NR_MADD:
-        raise ValueError("qgemm_u8s8_madd: packed B does not match a / n")
-    if k % 4 == 0:
-        ap = np.ascontiguousarray(a)
-    else:
-        ap = np.zeros((m, k4 * 4), np.uint8)
-        ap[:, :k] = a
-    af = ap.reshape(m * k4 * 4).view(np.float32)
-    bpf = bp.reshape(bp.size).view(np.float32)
-    ldc = npan * NR_MADD
-    colf, rowf = _zero_point_terms(a, za, colsum, zb, ldc)
+    m = a.shape[0]
+    ap, bpf, ldc, colf, rowf = _operands(a, za, bp, colsum, zb, n, NR_MADD)
+    k4 = bp.shape[1]
+    af = ap.reshape(ap.size).view(np.float32)
     c = np.empty((m, ldc), np.int32)
     cf = c.reshape(m * ldc).view(np.float32)
     m0 = 0
     while m0 < m:
         rows = min(MR_MADD, m - m0)
-        _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf)
+        _block_madd(af, k4, bpf, bp.shape[0], cf, ldc, m0, rows, colf, rowf, m0)
         m0 += rows
-    _fix_up(c, ap, fix)
+    _fix_up(c, ap, fix, 0, m, 0)
     if ldc != n:
         return c[:, :n].copy()
     return c
+
+
+@njit(**_JIT)
+def qgemm_u8s8_madd_f32(a, za, bp, colsum, zb, n, fix, scale, bias):
+    """qgemm_u8s8_f32 with the AVX2 kernel: each 4-row block's int32 sums fixed up and
+    dequantized while they are in cache."""
+    m = a.shape[0]
+    ap, bpf, ldc, colf, rowf = _operands(a, za, bp, colsum, zb, n, NR_MADD)
+    k4 = bp.shape[1]
+    af = ap.reshape(ap.size).view(np.float32)
+    c = np.empty((MR_MADD, ldc), np.int32)
+    cf = c.reshape(MR_MADD * ldc).view(np.float32)
+    out = np.empty((m, n), np.float32)
+    m0 = 0
+    while m0 < m:
+        rows = min(MR_MADD, m - m0)
+        _block_madd(af, k4, bpf, bp.shape[0], cf, ldc, m0, rows, colf, rowf, 0)
+        _fix_up(c, ap, fix, m0, rows, 0)
+        _dequantize_rows(c, out, m0, rows, scale, bias)
+        m0 += rows
+    return out

@@ -7,11 +7,13 @@ MatMul/Conv kernels, then rounded half to even and saturated like the reference.
 from __future__ import annotations
 
 import numpy as np
-from onnx import helper
+from onnx import TensorProto, helper
 
-from ..ir import BIT_TYPES, NUMBA_DTYPES
+from ..ir import BIT_TYPES, NUMBA_DTYPES, Value
 from ..kernels import shapes
-from ..registry import register
+from ..registry import peephole, register
+from ..source import lit
+from ..steps import ArrayExpr
 from .elementwise import BIT_FLOATS, BIT_INTS, bit_value
 
 F64 = np.dtype(np.float64)
@@ -223,21 +225,112 @@ def _int8_matmul(ctx, a, b, a_zero_point, b_zero_point):
     zb = 0 if b_zero_point is None else int(b_zero_point.const.reshape(-1)[0])
     rows = int(np.prod(a.shape[:-1]))
     za = a_zero_point if a_zero_point is not None else ctx.constant(np.zeros((), np.uint8))
-    out = tuple(a.shape[:-1]) + (n,)
-    lhs = f"__np.ascontiguousarray({{0}}).reshape({ctx.lit((rows, k))})"
     if kind == "vnni":
         bp, colsum, zb = qgemm.pack_b_s8(b.const, zb)
-        expr = (f"__k_qgemm.qgemm_u8s8({lhs}, {{1}}, {{2}}, {{3}}, {ctx.lit(int(zb))}, "
-                f"{ctx.lit(int(n))}).reshape({ctx.lit(out)})")
-        return ctx.call(expr, a, za, ctx.constant(bp), ctx.constant(colsum), shape=out, dtype=I32)
-    packed = qgemm.pack_b_madd(b.const, zb)
-    if packed is None:          # weights too wide for vpmaddubsw's int16 pairs
+        consts = [bp, colsum]
+    else:
+        packed = qgemm.pack_b_madd(b.const, zb)
+        if packed is None:          # weights too wide for vpmaddubsw's int16 pairs
+            return None
+        bp, colsum, zb, fix = packed
+        consts = [bp, colsum, fix]
+    meta = {"kind": "qgemm", "kernel": "qgemm_u8s8" if kind == "vnni" else "qgemm_u8s8_madd",
+            "rows_k": (rows, k), "zb": int(zb), "n": int(n), "out": tuple(a.shape[:-1]) + (n,),
+            "slots": 2 + len(consts), "f32": False, "scaled": False, "bias": False}
+    return ctx.record(_qgemm_op(meta), a, za, *(ctx.constant(c) for c in consts),
+                      shape=meta["out"], dtype=I32, meta=meta)
+
+
+def _qgemm_op(meta):
+    """The call of a qgemm step, from its meta: int32 sums, or (``f32``: a Cast to float32, a
+    Mul by a one-element scale and an Add of a bias vector folded in by the peepholes below)
+    the float32 layer output, scale and bias in the two slots after the kernel's own."""
+    args = [f"__np.ascontiguousarray({{0}}).reshape({lit(meta['rows_k'])})"]
+    args += [f"{{{i}}}" for i in range(1, 4)] + [lit(meta["zb"]), lit(meta["n"])]
+    args += [f"{{{i}}}" for i in range(4, meta["slots"])]
+    kernel = meta["kernel"]
+    if meta["f32"]:
+        kernel += "_f32"
+        args += [f"{{{meta['slots']}}}", f"{{{meta['slots'] + 1}}}"]
+    return ArrayExpr(f"__k_qgemm.{kernel}({', '.join(args)}).reshape({lit(meta['out'])})",
+                     {"qgemm"}, 1)
+
+
+def _qgemm_step(ctx, x, f32):
+    """The qgemm step making `x` (its int32 sums, or with f32 its float32 output) when nothing
+    else reads `x`, else None."""
+    step = getattr(x, "producer", None)
+    if (step is None or step.meta.get("kind") != "qgemm" or step.meta["f32"] != f32
+            or len(step.outs) != 1 or ctx.uses(x) != 1):
         return None
-    bp, colsum, zb, fix = packed
-    expr = (f"__k_qgemm.qgemm_u8s8_madd({lhs}, {{1}}, {{2}}, {{3}}, {ctx.lit(int(zb))}, "
-            f"{ctx.lit(int(n))}, {{4}}).reshape({ctx.lit(out)})")
-    return ctx.call(expr, a, za, ctx.constant(bp), ctx.constant(colsum), ctx.constant(fix),
-                    shape=out, dtype=I32)
+    return step
+
+
+@peephole("Cast")
+def cast_into_qgemm(ctx, x, to, saturate=1, round_mode="up"):
+    """MatMulInteger -> Cast to float32, as quantize_dynamic writes a dense layer: the GEMM
+    writes float32, and may take the scale (Mul) and bias (Add) after it. The step moves to
+    the end of the program: steps recorded since (the scale's own Mul of the two scales, in
+    quantize_dynamic's node order) do not read its sums, which only this Cast reads."""
+    step = _qgemm_step(ctx, x, False)
+    if step is None or to != TensorProto.FLOAT:
+        return None
+    steps = ctx.program.steps
+    steps.remove(step)
+    steps.append(step)
+    step.meta["f32"] = True
+    step.inputs += [ctx.constant(np.ones(1, np.float32)), ctx.constant(np.zeros(0, np.float32))]
+    step.op = _qgemm_op(step.meta)
+    step.nodes.append(ctx.label)
+    out = Value(x.shape, np.dtype(np.float32), name=ctx.node.output[0])
+    out.producer = step
+    step.outs[0] = out
+    return out
+
+
+def _qgemm_f32_step(ctx, x):
+    step = _qgemm_step(ctx, x, True)
+    return step if step is not None and step is ctx.program.steps[-1] else None
+
+
+@peephole("Mul")
+def scale_into_qgemm(ctx, a, b, **legacy):
+    """qgemm (float32) * one-element float32 scale (a run-time Value: the activations' scale
+    times the weights'): the product is scaled as it is converted."""
+    if legacy:
+        return None
+    for x, c in ((a, b), (b, a)):
+        step = _qgemm_f32_step(ctx, x)
+        if (step is None or step.meta["scaled"] or step.meta["bias"] or c is None
+                or c.dtype != np.float32 or c.size != 1 or c.rank > x.rank):
+            continue
+        step.inputs[step.meta["slots"]] = c
+        step.meta["scaled"] = True
+        step.nodes.append(ctx.label)
+        return x
+    return None
+
+
+@peephole("Add")
+def bias_into_qgemm(ctx, a, b, **legacy):
+    """qgemm (float32, scaled or not) + constant float32 vector along the last axis."""
+    if legacy:
+        return None
+    for x, c in ((a, b), (b, a)):
+        step = _qgemm_f32_step(ctx, x)
+        if step is None:
+            continue
+        n = x.shape[-1]
+        if (step.meta["bias"] or c is None or not c.is_const
+                or c.dtype != np.float32 or c.rank > x.rank
+                or any(d != 1 for d in c.shape[:-1]) or (c.shape and c.shape[-1] not in (1, n))):
+            continue
+        bias = np.broadcast_to(c.const.reshape(-1), (n,)).astype(np.float32)
+        step.inputs[step.meta["slots"] + 1] = ctx.constant(bias)
+        step.meta["bias"] = True
+        step.nodes.append(ctx.label)
+        return x
+    return None
 
 
 @register("MatMulInteger", 10)
