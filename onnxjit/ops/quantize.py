@@ -273,9 +273,9 @@ def cast_into_qgemm(ctx, x, to, saturate=1, round_mode="up"):
     the end of the program: steps recorded since (the scale's own Mul of the two scales, in
     quantize_dynamic's node order) do not read its sums, which only this Cast reads."""
     step = _qgemm_step(ctx, x, False)
-    if step is None or to != TensorProto.FLOAT:
-        return None
     steps = ctx.program.steps
+    if step is None or to != TensorProto.FLOAT or not any(s is step for s in steps):
+        return None
     steps.remove(step)
     steps.append(step)
     step.meta["f32"] = True
