@@ -274,10 +274,10 @@ def cast_into_qgemm(ctx, x, to, saturate=1, round_mode="up"):
     quantize_dynamic's node order) do not read its sums, which only this Cast reads."""
     step = _qgemm_step(ctx, x, False)
     steps = ctx.program.steps
-    if step is None or to != TensorProto.FLOAT or not any(s is step for s in steps):
+    at = next((i for i, s in enumerate(steps) if s is step), None)
+    if at is None or to != TensorProto.FLOAT:
         return None
-    steps.remove(step)
-    steps.append(step)
+    steps.append(steps.pop(at))
     step.meta["f32"] = True
     step.inputs += [ctx.constant(np.ones(1, np.float32)), ctx.constant(np.zeros(0, np.float32))]
     step.op = _qgemm_op(step.meta)
