@@ -1,6 +1,7 @@
-"""The Conv kernels without a Clip / HardSwish epilogue of their own (Winograd, im2col,
-stride-2 direct, the generic one): the kernel with act 0, then the activation in place on its
-fresh output (kernels/epilogue.py's codes; same arguments as the kernel, plus bounds)."""
+"""The Conv kernels without a Clip / HardSwish epilogue of their own (Winograd, im2col, the
+generic one): the kernel with act 0, then the activation in place on its fresh output
+(kernels/epilogue.py's codes; same arguments as the kernel, plus bounds).  The stride-2 direct
+kernel applies it in its own epilogue (``conv_s2_act`` only hands it the bounds)."""
 import numpy as np
 from numba import njit
 
@@ -17,7 +18,7 @@ def winograd_act(x, u, b, pads, act, res, bounds):
 
 @njit(**_JIT)
 def conv_s2_act(x, wq, m, kernel, bias, pads, act, res, bounds):
-    return act_inplace(conv_s2.conv_s2(x, wq, m, kernel, bias, pads, 0, res), act, bounds)
+    return conv_s2.conv_s2(x, wq, m, kernel, bias, pads, act, res, bounds)   # in its epilogue
 
 
 @njit(**_JIT)

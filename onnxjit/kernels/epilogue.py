@@ -6,10 +6,11 @@ bounds) and HardSwish, folded into the Conv by ``ops/nn.py``'s peepholes.
 lo > hi; NaN stays NaN); HardSwish is x * min(max(alpha * x + beta, 0), 1) in x's type, NaN
 propagating, as the fused elementwise kernel computes it.
 
-The 1x1 (``sgemm.conv1x1_packed_*``) and depthwise (``depthwise.depthwise_conv``) kernels apply
-it while the output block is still in cache; the other Conv kernels (Winograd, im2col,
-stride-2 direct, the generic one) run with act 0 and ``conv_*_act`` below apply it in place on
-their fresh output (one pass, no second output array): kernels/conv_epilogue.py.
+The 1x1 (``sgemm.conv1x1_packed_*``), depthwise (``depthwise.depthwise_conv``) and stride-2
+direct (``conv_s2.conv_s2``) kernels apply it while the output block is still in cache; the
+other Conv kernels (Winograd, im2col, the generic one) run with act 0 and ``conv_*_act`` apply
+it in place on their fresh output (one pass, no second output array):
+kernels/conv_epilogue.py.
 """
 import numpy as np
 from numba import njit
