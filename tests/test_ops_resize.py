@@ -80,6 +80,41 @@ def test_resize_modes_and_transforms(mode, ctm, scales):
           mode=mode, coordinate_transformation_mode=ctm)
 
 
+@pytest.mark.parametrize("ctm", ["half_pixel", "align_corners"])
+@pytest.mark.parametrize("shape,sizes", [((1, 16, 48, 48), (96, 96)),       # W first, threads
+                                         ((2, 3, 50, 40), (17, 90)),        # W up, H down
+                                         ((1, 20, 41, 60), (123, 31))],     # H first
+                         ids=["up", "mixed", "h-first"])
+def test_linear_resize_of_planes(shape, sizes, ctm):
+    """float32 NCHW linear Resize over H and W runs kernels/resize.bilinear_planes_f32 (plane by
+    plane, the planes split over threads from RESIZE_PAR_MIN outputs): against the reference,
+    bit for bit the generic table kernel it replaces, and the same on 1 and 2 threads."""
+    import numba
+
+    import onnxjit.ops.resize as lowering
+    x = data(shape)
+    m = model("Resize", resize_inputs(x, sizes=C(np.array(shape[:2] + sizes, np.int64))),
+              mode="linear", coordinate_transformation_mode=ctm)
+    rep = onnxjit.backend.prepare(m)
+    assert "bilinear_planes_f32" in rep.source()
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    got = rep.run([x])[0]
+    np.testing.assert_allclose(got, want, **TOL[x.dtype])
+    keep, lowering._bilinear_planes = lowering._bilinear_planes, lambda *a: None
+    try:
+        generic = onnxjit.backend.prepare(m)
+    finally:
+        lowering._bilinear_planes = keep
+    assert "bilinear_planes_f32" not in generic.source()
+    np.testing.assert_array_equal(got, generic.run([x])[0])
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        np.testing.assert_array_equal(rep.run([x])[0], got)
+    finally:
+        numba.set_num_threads(old)
+
+
 @pytest.mark.parametrize("nearest_mode", ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])
 @pytest.mark.parametrize("sizes", [(1, 1, 9, 3)])
 def test_resize_nearest_modes_with_sizes(nearest_mode, sizes):

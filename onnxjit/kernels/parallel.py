@@ -29,6 +29,7 @@ PAR_MIN_MACS = 1 << 19        # GEMM-like kernels (sgemm, bmm, packed / strided 
 WINOGRAD_PAR_MIN_MACS = 1 << 20   # Winograd conv: output pixels x M x C (winograd.py says why)
 CONCAT_PAR_MIN = 1 << 17      # Concat: output elements
 POOL_PAR_MIN = 1 << 17        # pooling: window taps in all (outputs x kernel size)
+RESIZE_PAR_MIN = 1 << 17      # bilinear Resize of planes: output elements
 LRN_PAR_MIN = 1 << 18         # LRN: multiply-adds (elements x window size)
 
 

@@ -241,6 +241,23 @@ def resize(ctx, x, roi_v, scales_v, sizes_v, opts, axes=None, policy="stretch"):
     return _emit(ctx, x, plan, idx, coef, mask, shape, opts)
 
 
+def _bilinear_planes(x, plan, mask, shape, opts):
+    """Whether kernels/resize.bilinear_planes_f32 applies (a linear Resize of a float32
+    (N, C, H, W) over H and W, 2 taps per output, no tf_crop_and_resize extrapolation): then
+    whether the plan resizes W first (True) or H first (False); else None."""
+    if (opts["mode"] != "linear" or x.dtype != np.float32 or x.rank != 4 or len(plan) != 2
+            or any(row[4] != 2 for row in plan) or any(np.any(m) for m in mask)):
+        return None
+    (n, c, h, w), (oh, ow) = x.shape, shape[2:]
+    if shape[:2] != (n, c):
+        return None
+    if plan[0][:4] == (n * c * h, w, ow, 1) and plan[1][:4] == (n * c, h, oh, ow):
+        return True
+    if plan[0][:4] == (n * c, h, oh, w) and plan[1][:4] == (n * c * oh, w, ow, 1):
+        return False
+    return None
+
+
 def _emit(ctx, x, plan, idx, coef, mask, shape, opts):
     """The kernel call applying the tables (or x itself / an empty array)."""
     if math.prod(shape) == 0:
@@ -254,6 +271,17 @@ def _emit(ctx, x, plan, idx, coef, mask, shape, opts):
         expr = (f"__k_resize.nearest({{0}}, {{1}}, {{2}}, {{3}}, "
                 f"{ctx.scalar(_saturate(ext, x.dtype), x.dtype)}, {ctx.lit(shape)})")
         return ctx.call(expr, x, *tables, shape=shape, dtype=x.dtype)
+    planes = _bilinear_planes(x, plan, mask, shape, opts)
+    if planes is not None:
+        # float32 NCHW resized over H and W by 2-tap tables: plane by plane, on threads
+        w_first = planes
+        hrow, wrow = (1, 0) if w_first else (0, 1)
+        expr = (f"__k_resize.bilinear_planes_f32({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, "
+                f"{ctx.lit(int(shape[2]))}, {ctx.lit(int(shape[3]))}, {ctx.lit(bool(w_first))})")
+        return ctx.call(expr, x, ctx.constant(idx[hrow]),
+                        ctx.constant(coef[hrow].astype(np.float32)), ctx.constant(idx[wrow]),
+                        ctx.constant(coef[wrow].astype(np.float32)), shape=shape,
+                        dtype=np.float32)
     if x.dtype == np.float32:
         # float32 in and out, float32 weights (no float64 copy and cast pass)
         expr = (f"__k_resize.interpolate_f32({{0}}, {{1}}, {{2}}, {{4}}, {{3}}, "
