@@ -74,7 +74,7 @@ def test_lowerings_choose_kernels_from_the_target_they_are_handed():
     same Conv/MatMul/Softmax lowered for AVX-512 and for AVX2 in one process takes the explicit
     512-bit kernels only for AVX-512, and the 16-lane row kernels for both."""
     import onnx
-    from onnx import TensorProto, helper
+    from onnx import helper
 
     from onnxjit.ir import Value
     from onnxjit.specialize import specialize
