@@ -222,3 +222,35 @@ def test_conv_transpose_paths(xs, ws, strides, pads, outpad, dtype):
     (want,) = ReferenceEvaluator(model).run(None, feeds)
     (got,) = onnxjit.prepare(model).run(feeds)
     np.testing.assert_allclose(got, want, rtol=RTOL[dtype], atol=ATOL[dtype])
+
+
+@pytest.mark.parametrize("xs,ws", [((1, 64, 40, 40), (64, 16, 2, 2)),     # threads (>= 2**17 out)
+                                   ((2, 5, 7, 9), (5, 3, 2, 3)),           # KH != KW, 2 images
+                                   ((1, 70, 3, 4), (70, 33, 2, 2)),        # M*KH*KW past a panel
+                                   ((1, 16, 90, 80), (16, 1, 2, 2))])      # one output channel
+def test_conv_transpose_tiles_on_the_packed_gemm(xs, ws):
+    """A float32 ConvTranspose with constant weights whose kernel equals its stride runs as the
+    packed 1x1 conv by W^T and conv.tiles_to_image (AVX-512 targets; elsewhere the BLAS tile
+    path): against the reference, and the same on 1 and 2 threads."""
+    import numba
+    from onnx import numpy_helper
+
+    import onnxjit
+    from onnxjit.target import host
+    x, w, b = _rand(xs, np.float32, 1), _rand(ws, np.float32, 2), _rand((ws[1],), np.float32, 3)
+    node = oh.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=list(ws[2:]))
+    graph = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", 1, xs)],
+                          [oh.make_tensor_value_info("y", 1, None)],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)])
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    rep = onnxjit.prepare(model)
+    assert ("tiles_to_image" in rep.source()) == host().avx512
+    (got,) = rep.run([x])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        np.testing.assert_array_equal(rep.run([x])[0], got)
+    finally:
+        numba.set_num_threads(old)

@@ -15,10 +15,13 @@ All array arguments must be C-contiguous; the output has the input's dtype (floa
 """
 
 import numpy as np
-from numba import njit, types
+from numba import njit, prange, types
 from numba.core import errors
 from numba.extending import overload
 from numba.np.linalg import ensure_blas
+
+from . import PRANGE_ONLY
+from .parallel import CONVT_PAR_MIN, I0, num_threads, split_range
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -503,29 +506,76 @@ def _col2im_add(col, yg, mg, in3, k3, s3, p6, d3, o3):
 
 
 @njit(**_JIT)
+def _tile_rows(cf, yf, y0, M, KH, KW, H, W, b, u0, u1):
+    """Output rows of ``_conv_transpose_tiles`` for units [u0, u1) of (channel m, input row h):
+    each writes its KH output rows whole, interleaving the KW phases of col in order, so the
+    stores run along the row (no strided passes over it per phase)."""
+    HW, OW = H * W, W * KW
+    for u in range(u0, u1):
+        m, h = u // H, u % H
+        bm = b[m]
+        for kh in range(KH):
+            out = y0 + ((m * H + h) * KH + kh) * OW
+            base = (m * KH + kh) * KW * HW + h * W
+            for j in range(W):
+                for kw in range(KW):
+                    yf[out + j * KW + kw] = cf[base + kw * HW + j] + bm
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _tile_rows_par(cf, yf, y0, M, KH, KW, H, W, b, nt):
+    for t in prange(nt):
+        u0, u1 = split_range(M * H, nt, t, 1)
+        _tile_rows(cf, yf, y0, M, KH, KW, H, W, b, u0, u1)
+
+
+@njit(**_JIT)
 def _conv_transpose_tiles(x, w, b):
     """ConvTranspose with kernel == stride (a decoder's 2x2 / stride 2 upsampling), no pads,
     no dilation, one group, 2-D: every input pixel writes its own KH x KW output tile, so
-    Y = scatter(W^T @ X + b) with one GEMM per image and no overlap to accumulate."""
+    Y = scatter(W^T @ X + b) with one GEMM per image and no overlap to accumulate; the scatter
+    splits its (channel, input row) units over threads from CONVT_PAR_MIN outputs."""
     N, C, D, H, W = x.shape
     M, KH, KW = w.shape[1], w.shape[3], w.shape[4]
     kk = M * KH * KW
     wt = np.ascontiguousarray(w.reshape((C, kk)).T)
     y = np.empty((N, M, 1, H * KH, W * KW), x.dtype)
-    OW = W * KW
     yf = y.reshape(y.size)
+    bt = b.astype(x.dtype)
+    per_image = M * H * KH * W * KW
+    nt = min(num_threads(), M * H) if per_image >= CONVT_PAR_MIN else 1
     for n in range(N):
         cf = np.dot(wt, np.ascontiguousarray(x[n].reshape((C, H * W)))).reshape(kk * H * W)
-        for m in range(M):
-            bm = x.dtype.type(b[m])
-            for kh in range(KH):
-                for h in range(H):
-                    # output row (m, h*KH + kh): contiguous, each of its KW phases a column of col
-                    out = ((n * M + m) * H * KH + h * KH + kh) * OW
-                    for kw in range(KW):
-                        src = ((m * KH + kh) * KW + kw) * H * W + h * W
-                        for j in range(W):
-                            yf[out + j * KW + kw] = cf[src + j] + bm
+        if nt > 1:
+            _tile_rows_par(cf, yf, n * per_image, M, KH, KW, H, W, bt, nt)
+        else:
+            _tile_rows(cf, yf, n * per_image, M, KH, KW, H, W, bt, I0, M * H)
+    return y
+
+
+@njit(**_JIT)
+def tiles_to_image(cols, b, M, KH, KW):
+    """A ConvTranspose whose kernel equals its stride, after its GEMM: cols (N, M*KH*KW, H, W)
+    (the 1x1 conv by W^T, sgemm.conv1x1_packed_*) -> (N, M, H*KH, W*KW) + b, each input pixel's
+    KH x KW tile put in place; (channel, input row) units split over threads from
+    CONVT_PAR_MIN outputs."""
+    N, kk, H, W = cols.shape
+    if kk != M * KH * KW or b.size != M:
+        raise ValueError("tiles_to_image: cols do not match M x KH x KW / the bias")
+    y = np.empty((N, M, H * KH, W * KW), cols.dtype)
+    if y.size == 0:
+        return y
+    yf = y.reshape(y.size)
+    cf_all = np.ascontiguousarray(cols).reshape(cols.size)
+    bt = b.astype(cols.dtype)
+    per_image = M * H * KH * W * KW
+    nt = min(num_threads(), M * H) if per_image >= CONVT_PAR_MIN else 1
+    for n in range(N):
+        cf = cf_all[n * kk * H * W:(n + 1) * kk * H * W]
+        if nt > 1:
+            _tile_rows_par(cf, yf, n * per_image, M, KH, KW, H, W, bt, nt)
+        else:
+            _tile_rows(cf, yf, n * per_image, M, KH, KW, H, W, bt, I0, M * H)
     return y
 
 

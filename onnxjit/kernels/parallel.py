@@ -30,6 +30,7 @@ WINOGRAD_PAR_MIN_MACS = 1 << 20   # Winograd conv: output pixels x M x C (winogr
 CONCAT_PAR_MIN = 1 << 17      # Concat: output elements
 POOL_PAR_MIN = 1 << 17        # pooling: window taps in all (outputs x kernel size)
 RESIZE_PAR_MIN = 1 << 17      # bilinear Resize of planes: output elements
+CONVT_PAR_MIN = 1 << 17       # ConvTranspose kernel == stride (output tiles): output elements
 LRN_PAR_MIN = 1 << 18         # LRN: multiply-adds (elements x window size)
 
 
