@@ -215,8 +215,8 @@ def _conv_s2_case(rng, n, c, h, wd, m, kernel, pads, act, has_res):
     scratch = (k + (m + s2.MB - 1) // s2.MB * s2.MB) * ((ow + 15) // 16 * 16)
     _, xin = _guarded(np.zeros(scratch, np.float32), np.nan)
     shape = np.array([n, c, h, wd], np.int64)
-    s2._rows(xf, wf, bf, yf, rf, shape, m, oh, ow, kh, kw, pads[0], pads[1], act, has_res, xin,
-             sgemm.I0, n * oh)
+    s2._rows(xf, wf, bf, yf, rf, shape, m, oh, ow, kh, kw, pads[0], pads[1], act, (0.0, 0.0),
+             has_res, xin, sgemm.I0, n * oh)
     what = f"conv_s2 x={x.shape} m={m} kernel={kernel} pads={pads} act={act} res={has_res}"
     _close(yf.reshape(want.shape), want, scale, what)
     _assert_guards(ybuf, yf.size, what)
