@@ -225,15 +225,18 @@ def library_calls_cached(module, segments, values):
 
 def compile_ahead(module, segments, values, progress=None, claims=None):
     """A compile worker's share of compile_segments: in order, every call that links a library
-    kernel and whose source file no process has claimed, for the types the plan predicts
+    kernel, then every other compiled call, whose source file no process has claimed, for the
+    types the plan predicts
     (`values` {identifier: Value}, C arrays), so that several workers share one graph's calls
     like a work queue. A wrong guess costs only time: the exact pass (compile_segments) then
     compiles what the call really needs."""
     predicted = {name: numba_type(v) for name, v in values.items()}
-    for i in range(len(segments)):
+    # the calls that link library kernels first (the heavy ones), then the graph's own
+    # segments and fused kernels, which the exact pass would otherwise compile alone at the end
+    order = [i for i, s in enumerate(segments) if s.links] + \
+            [i for i, s in enumerate(segments) if not s.links]
+    for i in order:
         seg = segments[i]
-        if not seg.links:
-            continue
         dispatcher = _callee(module, seg.name)
         try:
             signature = _predicted_signature(dispatcher, seg, predicted)

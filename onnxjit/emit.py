@@ -125,6 +125,9 @@ class Emitter:
         self.hosts = {}         # kernel name -> (host function, jitted)
         for v in program.inputs:
             self.vars[id(v)] = self.names.fresh("in_" + v.name)
+            # graph inputs too: compile workers predict the types of a library call that takes
+            # one directly (ResNet-50's first Conv) instead of leaving it to the exact pass
+            self.values[self.vars[id(v)]] = v
 
     def var(self, value):
         """The identifier holding `value`, registering constants as weights."""
