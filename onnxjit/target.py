@@ -37,8 +37,15 @@ class Target:
         """True where explicit 16-lane kernels with few live vectors (<= 8 zmm: row kernels,
         GEMVs, gate loops) are fast: AVX-512, and AVX2, where LLVM splits each <16 x float>
         into two ymm halves at the same FMA peak.  The register-blocked GEMM micro-kernels
-        (24 accumulators) spill there: they need ``avx512``."""
+        (24 accumulators) spill there: they need ``avx512`` (AVX2 has its own: ``f32_gemm``)."""
         return self.isa in ("avx512", "avx2")
+
+    @property
+    def f32_gemm(self):
+        """onnxjit's register-blocked float32 GEMM for constant weights (MatMul / Gemm by packed
+        weights, the 1x1 Conv): "avx512" (kernels/sgemm.py, 12 x 32 tiles in zmm), "avx2"
+        (kernels/gemm_avx2.py, 6 x 16 tiles in ymm) or None (BLAS)."""
+        return self.isa if self.isa in ("avx512", "avx2") else None
 
     @property
     def int8_dot(self):

@@ -1,4 +1,4 @@
-"""Generate onnxjit/kernels/microkernels.py: the unrolled AVX-512 micro-kernels.
+"""Generate onnxjit/kernels/microkernels.py (AVX-512) and microkernels_avx2.py (AVX2): the unrolled micro-kernels.
 
     python tools/gen_microkernels.py            # rewrite the module
     python tools/gen_microkernels.py --check    # exit 1 if the checked-in module differs
@@ -17,6 +17,22 @@ Both end in a branch-free epilogue: accumulate into the output unless ``first``,
 bias and apply relu (act == 1) when ``last``.  The emitted code is straight-line on purpose:
 the accumulators are plain locals, so LLVM keeps them in registers.  Edit this generator,
 never the generated module (tests/test_microkernels_generated.py checks they agree).
+
+A third family, for AVX2 (16 ymm registers), goes to onnxjit/kernels/microkernels_avx2.py:
+
+- ``k<MR>x16`` (6 / 4 / 2 / 1 rows x 16 columns: one <16 x float> per row, which LLVM splits
+  into two ymm halves, so 6 rows = 12 ymm accumulators + 2 for the B row + 1 broadcast = 15 of
+  16): A element (r, k) at aoff + r*lda + k broadcast, B row k of panel p at
+  boff + p*bstep + k*ldb (16 floats, full loads: the callers pad ragged tiles), B prefetched
+  pfd floats ahead; sweeps npan panels.  The 6-row kernel's k loop is not unrolled: unrolled
+  by 4, LLVM's scheduler hoists the next steps' broadcasts and spills accumulators
+  (24 GFLOP/s against 96 one step at a time, near the 2 x 256-bit FMA peak); the 4 / 2 / 1-row
+  kernels are unrolled by 4 (83 / 68 / 37 GFLOP/s, against 63 / 66 / 23 not unrolled), and the
+  1- and 2-row ones alternate two accumulator sets over k (one FMA chain per set is
+  latency-bound).  Epilogue: accumulate into C unless ``first``; when ``last``, add the column
+  bias (cbias[jb + p*jstep + ...]) and the row bias (rbias[ib + r]) and apply act
+  (kernels/epilogue.py's codes, bounds lo/hi).  Used by kernels/gemm_avx2.py (packed-weight GEMM
+  and 1x1 conv on AVX2).
 """
 import argparse
 import sys
@@ -28,6 +44,10 @@ NR = 2 * LANES         # columns per micro-kernel tile: two vectors
 KU = 4                 # k unroll
 GEMM_PREFETCH = 1024   # floats of packed B ahead of the current k step
 OUT = Path(__file__).resolve().parent.parent / "onnxjit" / "kernels" / "microkernels.py"
+ROWS_AVX2 = (6, 4, 2, 1)   # AVX2 micro-kernel heights, tallest first
+SPLIT_K_AVX2 = 2           # heights up to this alternate two accumulator sets over k
+KU_AVX2 = {6: 1, 4: 4, 2: 4, 1: 4}   # k unroll per height (see the docstring)
+OUT_AVX2 = OUT.parent / "microkernels_avx2.py"
 COMMAND = "python tools/gen_microkernels.py"
 
 # Intrinsic names used in the emitted code (onnxjit.kernels.simd).
@@ -172,21 +192,112 @@ def render(names=None, k="k", ck="ck"):
     return "".join(parts)
 
 
+def _times(r, stride):
+    """' + r * stride' (nothing for row 0)."""
+    return "" if r == 0 else f" + {stride}" if r == 1 else f" + {r} * {stride}"
+
+
+def avx2_kernel(mr, ku=None):
+    """The AVX2 micro-kernel k<mr>x16: C[mr, npan*16] (+)= A[mr, kc] @ B[kc, npan*16]."""
+    ku = KU_AVX2[mr] if ku is None else ku
+    split = mr <= SPLIT_K_AVX2
+    name = f"k{mr}x16"
+    cont = " " * (len(name) + 5)
+    L = [
+        "@njit(**{jit})",
+        f"def {name}(af, aoff, lda, bf, boff, ldb, bstep, npan, kc, cf, coff, ldc, first, last,",
+        f"{cont}cbias, jb, jstep, rbias, ib, act, lo, hi, pfd):",
+        f'    """C[{mr} rows, npan*{LANES} cols] (+)= A[{mr} rows, kc] @ B[kc, npan*{LANES}], '
+        f'{LANES} columns at a time."""',
+        "    eact = act if last else 0",
+        "    for _ in range(npan):",
+    ]
+    L += [f"        c{r} = {{vzero}}()" for r in range(mr)]
+    if split:
+        L += [f"        d{r} = {{vzero}}()" for r in range(mr)]
+    L += ["        pa = aoff", "        pb = boff"]
+
+    def kstep(kk, ind, acc="c"):
+        pb = "pb" + _times(kk, "ldb")
+        out = [f"{ind}b = {{vload}}(bf, {pb})", f"{ind}{{prefetch}}(bf, {pb} + pfd)"]
+        for r in range(mr):
+            out += [f"{ind}a = {{vbcast}}(af, pa{_times(r, 'lda')} + {kk})",
+                    f"{ind}{acc}{r} = {{vfma}}(a, b, {acc}{r})"]
+        return out
+
+    if ku > 1:
+        L.append(f"        for _ in range(kc // {ku}):")
+        for kk in range(ku):
+            L += kstep(kk, " " * 12, "d" if split and kk % 2 else "c")
+        L += [f"            pa += {ku}", f"            pb += {ku} * ldb"]
+    L.append(f"        for _ in range(kc % {ku}):" if ku > 1 else "        for _ in range(kc):")
+    L += kstep(0, " " * 12)
+    L += ["            pa += 1", "            pb += ldb"]
+    if split:
+        L += [f"        c{r} = {{vadd}}(c{r}, d{r})" for r in range(mr)]
+    L += ["        # epilogue: (+C if not first) (+ column and row bias, act if last)",
+          "        cb = {vsel}(last, {vload}(cbias, jb), {vzero}())",
+          "        lov = {vsplat}(lo)",
+          "        hiv = {vsplat}(hi)"]
+    for r in range(mr):
+        L += [f"        o = coff{_times(r, 'ldc')}",
+              f"        t = {{vsel}}(first, c{r}, {{vadd}}(c{r}, {{vload}}(cf, o)))",
+              f"        bb = {{vadd}}(cb, {{vsel}}(last, {{vbcast}}(rbias, ib + {r}), {{vzero}}()))",
+              "        {vstore}(cf, o, {vact}({vadd}(t, bb), eact, lov, hiv))"]
+    L += ["        boff += bstep", f"        coff += {LANES}", "        jb += jstep"]
+    return L
+
+
+HEADER_AVX2 = f'''"""Unrolled AVX2 micro-kernels (GENERATED: do not edit).
+
+Generated by ``{COMMAND}`` (tools/gen_microkernels.py describes the
+kernels); tests/test_microkernels_generated.py checks this file equals the generator's output.
+
+``k6x16`` / ``k4x16`` / ``k2x16`` / ``k1x16`` (kernels/gemm_avx2.py): C[mr, npan*16] (+)=
+A[mr, kc] @ B[kc, npan*16].  af/aoff/lda: A rows (flat, row stride lda, k contiguous);
+bf/boff/ldb: B rows of the first 16-column panel (row stride ldb), the next panel bstep floats
+further; cf/coff/ldc: C tile, the next panel 16 floats further; first: overwrite C (else
+accumulate into it); last: add cbias[jb:jb+16] (per column; the next panel's jstep further:
+16, or 0 for one bias vector) and rbias[ib + r] (per row) and apply act (kernels/epilogue.py:
+0 none, 1 relu, 2 clip to lo..hi, 3 hardswish alpha=lo, beta=hi) before storing; pfd: B
+prefetch distance in floats.
+"""
+from numba import njit
+
+from .epilogue import vact
+from .simd import prefetch, vadd, vbcast, vfma, vload, vsel, vsplat, vstore, vzero
+
+_JIT = dict(cache=True, error_model="numpy")
+'''
+
+NAMES_AVX2 = dict(vload="vload", vstore="vstore", vbcast="vbcast", vzero="vzero", vfma="vfma",
+                  vadd="vadd", vsel="vsel", vsplat="vsplat", vact="vact", prefetch="prefetch",
+                  jit="_JIT")
+
+
+def render_avx2():
+    """The generated AVX2 module's text."""
+    parts = [HEADER_AVX2]
+    for mr in ROWS_AVX2:
+        parts.append("\n\n" + "\n".join(avx2_kernel(mr)).format(**NAMES_AVX2) + "\n")
+    return "".join(parts)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     g = p.add_mutually_exclusive_group()
     g.add_argument("--check", action="store_true", help="exit 1 if the module is out of date")
     g.add_argument("--stdout", action="store_true", help="print instead of writing")
     args = p.parse_args(argv)
-    text = render()
-    if args.stdout:
-        sys.stdout.write(text)
-    elif args.check:
-        if OUT.read_text() != text:
-            print(f"{OUT} is out of date: run {COMMAND}", file=sys.stderr)
-            return 1
-    else:
-        OUT.write_text(text)
+    for out, text in ((OUT, render()), (OUT_AVX2, render_avx2())):
+        if args.stdout:
+            sys.stdout.write(text)
+        elif args.check:
+            if not out.exists() or out.read_text() != text:
+                print(f"{out} is out of date: run {COMMAND}", file=sys.stderr)
+                return 1
+        else:
+            out.write_text(text)
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Value, const_value
-from ..kernels import conv_packed, conv_s2, depthwise, pool, sgemm, shapes, winograd
+from ..kernels import conv_packed, conv_s2, depthwise, gemm_avx2, pool, sgemm, shapes, winograd
 from ..kernels.epilogue import NO_BOUNDS
 from ..source import lit
 from ..registry import finalizer, peephole, register
@@ -92,11 +92,15 @@ def _conv_plan(target, x, w, kernel, s, d, p, group, out, depthwise):
         m = winograd.use_winograd(x.shape[1], w.shape[0], out[0], out[1], x.shape[0])
         if m:
             return ("winograd", m)
-    if x.dtype != np.float32 or not target.avx512 or x.shape[1] == 0 or w.size == 0:
+    if x.dtype != np.float32 or target.f32_gemm is None or x.shape[1] == 0 or w.size == 0:
         return None
+    pointwise = (kernel == (1, 1) and s == (1, 1) and d == (1, 1) and p == (0, 0, 0, 0)
+                 and group == 1)
+    if target.f32_gemm == "avx2":
+        return ("avx2_1x1", w.shape[0]) if pointwise else None
     if conv_s2.use_s2(x.shape[1], kernel, s, d, group, x.dtype, target):
         return ("s2", (w.shape[0], kernel))
-    if kernel == (1, 1) and s == (1, 1) and d == (1, 1) and p == (0, 0, 0, 0) and group == 1:
+    if pointwise:
         small = sgemm.conv1x1_small(out[0] * out[1], w.shape[0], x.shape[1])
         return ("packed_1x1", (w.shape[0], "small" if small else "cols"))
     return ("packed", (w.shape[0], kernel))
@@ -135,6 +139,8 @@ def _conv_op(meta):
         m, product = arg
         return call("sgemm", f"conv1x1_packed_{product}", x, w, (Param(m), "m"), b, act, res,
                     bounds)
+    if kind == "avx2_1x1":
+        return call("gemm_avx2", "conv1x1_avx2", x, w, (Param(arg), "m"), b, act, res, bounds)
     if kind == "winograd":
         if wrap:
             return call("conv_epilogue", "winograd_act", x, w, b, pads, act, res, bounds)
@@ -175,7 +181,8 @@ def _transform_weights(step, plan):
     through OpenBLAS.  ("s2", (M, kernel)): stride-2 float32 convs with few taps (the stems
     of SqueezeNet, ShuffleNet, ResNet), direct (kernels/conv_s2.py).  ("packed", (M, kernel)):
     the other float32 convs, im2col on the same GEMM (kernels/conv_packed.py), each group's
-    weights packed alike.
+    weights packed alike.  ("avx2_1x1", M): 1x1 stride-1 float32 convs on AVX2
+    (kernels/gemm_avx2.py): W (M, C) as it is, X streamed.
     """
     w = step.value("w")
     if not w.is_const:
@@ -187,6 +194,8 @@ def _transform_weights(step, plan):
         packed = conv_s2.pack_s2(w.const)
     elif kind == "packed":
         packed = conv_packed.pack_conv(w.const, step.meta["geometry"][3])
+    elif kind == "avx2_1x1":
+        packed = np.ascontiguousarray(w.const.reshape((arg, -1)), np.float32)
     else:
         packed = sgemm.pack_a(w.const.reshape((arg[0], -1)))
     step.set_value("w", const_value(packed))
@@ -489,14 +498,25 @@ def MatMul(ctx, a, b):
             "packed": None, "bmm": None, "scale": 1.0}
     rows = int(np.prod(a.shape[:-1])) if a.rank >= 2 else 1
     if (a.dtype == np.float32 and b.is_const and b.rank == 2 and rows >= PACKED_MIN_ROWS
-            and ctx.target.avx512):
+            and ctx.target.f32_gemm):
         # Constant weights: packed once here into 32-column panels for onnxjit's AVX-512 GEMM
-        # (level with ORT's MLAS, 1.2-1.5x OpenBLAS on inference shapes).
+        # (level with ORT's MLAS, 1.2-1.5x OpenBLAS on inference shapes), 16-column ones for
+        # the AVX2 GEMM (kernels/gemm_avx2.py).
         meta["packed"] = (rows, b.shape[0], b.shape[1])
-        b = ctx.constant(sgemm.pack_b(b.const))
+        b = ctx.constant(_pack_weights(ctx.target, b.const, meta))
     elif _use_bmm(ctx.target, a, b):
         return _lower_bmm(ctx, a, b, meta)
     return ctx.record(_matmul_op(meta), a, b, shape=plan.out, dtype=a.dtype, meta=meta)
+
+
+def _pack_weights(target, b, meta):
+    """Constant weights b (K, N) packed for the target's GEMM (``target.f32_gemm``): 16-column
+    panels for kernels/gemm_avx2.py on AVX2 (meta["gemm"] names it), else 32-column ones for
+    kernels/sgemm.py."""
+    if target.f32_gemm == "avx2":
+        meta["gemm"] = "gemm_avx2"
+        return gemm_avx2.pack_b16(b)
+    return sgemm.pack_b(b)
 
 
 # The packed GEMM serves every row count: at 1 row (GEMV) it streams the weights as fast as
@@ -593,7 +613,8 @@ BMM_C_OFFSETS = 4
 def _matmul_op(meta):
     """The call of a MatMul step, from its meta: the product's kernel (`__k_bmm`, `__k_sgemm`
     or `__k_matmul`) wrapped in reshapes of its operands and result."""
-    module = "bmm" if meta["bmm"] else "sgemm" if meta["packed"] else "matmul"
+    module = ("bmm" if meta["bmm"] else meta.get("gemm", "sgemm") if meta["packed"]
+              else "matmul")
     return ArrayExpr(_matmul_expr(meta), {module}, 1)
 
 
@@ -608,7 +629,9 @@ def _matmul_expr(meta):
     if meta["packed"]:
         rows, k, n = meta["packed"]
         bias = "{2}" if meta["bias"] else "None"
-        return (f"__k_sgemm.sgemm_packed(__np.ascontiguousarray({{0}}).reshape({lit((rows, k))}), "
+        call = ("gemm_avx2.sgemm16" if meta.get("gemm") == "gemm_avx2"
+                else "sgemm.sgemm_packed")
+        return (f"__k_{call}(__np.ascontiguousarray({{0}}).reshape({lit((rows, k))}), "
                 f"{{1}}, {n}, {bias}, {lit(meta['act'])}).reshape({lit(meta['out'])})")
     lhs, rhs = meta["operands"]
     if not (meta["bias"] or meta["act"]):
@@ -760,7 +783,7 @@ def _packed_gemm(ctx, a, b, c, alpha, beta, transA, transB, m, n):
     (rounded to float32 as the separate product would be), so a following Relu fuses too.
     None when alpha != 1, A is transposed or C is not such a constant."""
     if (a.dtype != np.float32 or not b.is_const or transA or float(alpha) != 1.0
-            or not ctx.target.avx512 or a.shape[1] == 0 or m == 0 or n == 0):
+            or not ctx.target.f32_gemm or a.shape[1] == 0 or m == 0 or n == 0):
         return None
     bias = None
     if c is not None:
@@ -770,7 +793,7 @@ def _packed_gemm(ctx, a, b, c, alpha, beta, transA, transB, m, n):
     weights = b.const.T if transB else b.const
     meta = {"kind": "matmul", "operands": None, "out": (m, n), "bias": bias is not None,
             "act": 0, "packed": (m, a.shape[1], n), "bmm": None, "scale": 1.0}
-    inputs = [a, ctx.constant(sgemm.pack_b(weights))]
+    inputs = [a, ctx.constant(_pack_weights(ctx.target, weights, meta))]
     if bias is not None:
         inputs.append(ctx.constant(np.ascontiguousarray(bias, np.float32)))
     return ctx.record(_matmul_op(meta), *inputs, shape=(m, n), dtype=a.dtype, meta=meta)

@@ -1,0 +1,209 @@
+"""The AVX2 GEMM (kernels/gemm_avx2.py on the 6 x 16 micro-kernels of
+kernels/microkernels_avx2.py): packed-weight MatMul / Gemm and the 1x1 conv.
+
+The kernels run on any x86 target (CI runs this file once more on the AVX2 path,
+NUMBA_CPU_NAME=haswell, where the lowering picks them); results are checked against numpy in
+float64 and, through a model, against onnx's ReferenceEvaluator.
+"""
+import re
+
+import numba
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+import onnxjit
+from onnxjit.kernels import gemm_avx2, microkernels_avx2
+from onnxjit.target import Target, host
+
+
+def _gemm_ref(a, b, bias, act):
+    y = a.astype(np.float64) @ b.astype(np.float64)
+    if bias is not None:
+        y += bias
+    return np.maximum(y, 0) if act == 1 else y
+
+
+def _close(y, ref, k):
+    scale = max(1.0, float(np.abs(ref).max(initial=0.0)))
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=2e-6 * scale * max(1, k) ** 0.5)
+
+
+# rows 1..7 and 12/13 (every row tail: 6 + 4 / 2 / 1), n around the 16-column panels, K 0, 1,
+# odd, and over the K block (KC = 256: two blocks)
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 6, 7, 12, 13])
+@pytest.mark.parametrize("k,n", [(0, 16), (1, 17), (5, 1), (33, 15), (300, 33)])
+def test_sgemm16_tails_match_numpy(m, k, n):
+    rng = np.random.default_rng(m * 1000 + k * 10 + n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    bp = gemm_avx2.pack_b16(b)
+    assert bp.shape == (-(-n // 16), k, 16)
+    for act in (0, 1):
+        y = gemm_avx2.sgemm16(a, bp, n, bias, act)
+        assert y.shape == (m, n) and y.dtype == np.float32
+        _close(y, _gemm_ref(a, b, bias, act), k)
+    _close(gemm_avx2.sgemm16(a, bp, n, None, 0), _gemm_ref(a, b, None, 0), k)
+
+
+def test_sgemm16_checks_the_packed_operand():
+    a = np.ones((3, 8), np.float32)
+    with pytest.raises(ValueError):
+        gemm_avx2.sgemm16(a, gemm_avx2.pack_b16(np.ones((7, 20), np.float32)), 20, None, 0)
+    with pytest.raises(ValueError):   # n does not match the panels
+        gemm_avx2.sgemm16(a, gemm_avx2.pack_b16(np.ones((8, 20), np.float32)), 40, None, 0)
+
+
+def _conv_ref(x, w, bias, act, res, bounds):
+    y = np.einsum("mc,nchw->nmhw", w.astype(np.float64), x.astype(np.float64))
+    if bias is not None:
+        y += bias[:, None, None]
+    if res is not None and res.size:
+        y += res
+    lo, hi = bounds
+    if act == 1:
+        y = np.maximum(y, 0)
+    elif act == 2:
+        y = np.minimum(np.maximum(y, lo), hi)
+    elif act == 3:
+        y = y * np.clip(lo * y + hi, 0, 1)
+    return y
+
+
+# m: every row tail, and over CONV_STREAM_M (X packed); h*w: ragged 16-column tiles, one pixel,
+# over CONV_NB (two column blocks); c: 0, 1 and over CONV_KC (two K blocks)
+@pytest.mark.parametrize("n,c,m,h,w", [
+    (1, 8, 1, 3, 5), (2, 3, 5, 4, 4), (1, 1, 7, 1, 1), (1, 16, 13, 17, 17), (2, 24, 33, 5, 5),
+    (1, 300, 40, 6, 7), (1, 20, 50, 16, 19), (1, 0, 6, 4, 4), (1, 40, 32, 9, 9)])
+def test_conv1x1_avx2_tails_match_numpy(n, c, m, h, w):
+    rng = np.random.default_rng(n + c * 7 + m * 31 + h * w)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, c)).astype(np.float32)
+    bias = rng.standard_normal(m).astype(np.float32)
+    res = rng.standard_normal((n, m, h, w)).astype(np.float32)
+    empty = np.empty((0, 0, 0, 0), np.float32)
+    for act, bounds, r in ((0, (0.0, 0.0), empty), (1, (0.0, 0.0), res), (2, (-0.5, 1.0), res),
+                           (3, (float(np.float32(1 / 6)), 0.5), empty)):
+        y = gemm_avx2.conv1x1_avx2(x, wt, m, bias, act, r, bounds)
+        assert y.shape == (n, m, h, w) and y.dtype == np.float32
+        _close(y, _conv_ref(x, wt, bias, act, r, bounds), c)
+    _close(gemm_avx2.conv1x1_avx2(x, wt, m, None, 0, None), _conv_ref(x, wt, None, 0, None, (0, 0)),
+           c)
+
+
+def test_two_threads_match_one():
+    """Above PAR_MIN_MACS the GEMM splits panels or rows, the conv its columns, over threads:
+    the same sums in the same order as on one thread."""
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs 2 Numba threads")
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((61, 200)).astype(np.float32)
+    bp = gemm_avx2.pack_b16(rng.standard_normal((200, 70)).astype(np.float32))
+    bias = rng.standard_normal(70).astype(np.float32)
+    tall = rng.standard_normal((130, 300)).astype(np.float32)   # rows split: 1 panel
+    bp1 = gemm_avx2.pack_b16(rng.standard_normal((300, 16)).astype(np.float32))
+    x = rng.standard_normal((2, 48, 23, 23)).astype(np.float32)
+    wt = rng.standard_normal((40, 48)).astype(np.float32)
+    cb = rng.standard_normal(40).astype(np.float32)
+    res = rng.standard_normal((2, 40, 23, 23)).astype(np.float32)
+    assert 61 * 200 * 80 >= gemm_avx2.PAR_MIN_MACS and 2 * 40 * 48 * 23 * 23 >= gemm_avx2.PAR_MIN_MACS
+
+    def run():
+        return (gemm_avx2.sgemm16(a, bp, 70, bias, 1), gemm_avx2.sgemm16(tall, bp1, 16, None, 0),
+                gemm_avx2.conv1x1_avx2(x, wt, 40, cb, 2, res, (0.0, 6.0)))
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = run()
+        numba.set_num_threads(2)
+        two = run()
+    finally:
+        numba.set_num_threads(before)
+    for p, q in zip(one, two):
+        np.testing.assert_array_equal(p, q)
+    _close(one[2], _conv_ref(x, wt, cb, 2, res, (0.0, 6.0)), 48)
+
+
+def test_microkernels_keep_their_accumulators_in_registers():
+    """The hottest loop of each micro-kernel (the block with the most FMAs) reloads no vector
+    from the stack and uses no register wider than the target's: on AVX2, ymm only (the reason
+    for 6 x 16 tiles: 12 accumulators + 2 B halves + 1 broadcast of 16 ymm)."""
+    isa = host().isa
+    if isa not in ("avx2", "avx512"):
+        pytest.skip("x86 SIMD target")
+    wide = {"avx2": "zmm", "avx512": None}[isa]
+    f = np.zeros(256, np.float32)
+    i = np.int64(1)
+    args = (f, i, i, f, i, i, i, i, i, f, i, i, True, True, f, i, i, f, i, i, np.float32(0),
+            np.float32(0), i)
+    for name in ("k6x16", "k4x16", "k2x16", "k1x16"):
+        kernel = getattr(microkernels_avx2, name)
+        # compiled afresh: a function loaded from Numba's disk cache has no assembly to show
+        fresh = numba.njit(error_model="numpy")(kernel.py_func)
+        fresh(*args)
+        asm = fresh.inspect_asm(fresh.signatures[0])
+        hot = max(re.split(r"\n(?=\.LBB)", asm), key=lambda s: s.count("vfmadd"))
+        assert hot.count("vfmadd") >= 2, name
+        assert not re.search(r"\(%rsp\),\s*%[xyz]mm|%[xyz]mm\d+,\s*-?\d*\(%rsp\)", hot), (name, hot)
+        if wide:
+            assert wide not in asm, name
+
+
+def _model(rows=5):
+    """MatMul by constant weights + bias + Relu, Gemm (transB, bias) and a 1x1 Conv + Clip +
+    residual Add: every lowering that takes gemm_avx2 on AVX2."""
+    rng = np.random.default_rng(3)
+
+    def init(name, a):
+        return onnx.numpy_helper.from_array(np.asarray(a, np.float32), name)
+    inits = [init("w1", rng.standard_normal((24, 40)) / 5), init("b1", rng.standard_normal(40)),
+             init("w2", rng.standard_normal((19, 40)) / 6), init("b2", rng.standard_normal(19)),
+             init("cw", rng.standard_normal((19, 19, 1, 1)) / 4), init("cb", rng.standard_normal(19)),
+             onnx.numpy_helper.from_array(np.array([rows, 19, 1, 1], np.int64), "shape"),
+             init("lo", 0.0), init("hi", 6.0)]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["m"]),
+             helper.make_node("Add", ["m", "b1"], ["mb"]),
+             helper.make_node("Relu", ["mb"], ["h"]),
+             helper.make_node("Gemm", ["h", "w2", "b2"], ["g"], transB=1),
+             helper.make_node("Reshape", ["g", "shape"], ["g4"]),
+             helper.make_node("Conv", ["g4", "cw", "cb"], ["c"]),
+             helper.make_node("Add", ["c", "g4"], ["cr"]),
+             helper.make_node("Clip", ["cr", "lo", "hi"], ["y"])]
+    graph = helper.make_graph(nodes, "dense_1x1",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, 24])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_lowering_picks_the_gemm_of_the_target():
+    """MatMul / Gemm by constant weights and the 1x1 Conv: gemm_avx2 on AVX2, sgemm on AVX-512,
+    BLAS on the generic target (target.f32_gemm, chosen at lowering)."""
+    from onnxjit.ir import Value
+    from onnxjit.specialize import specialize
+    import onnxjit.ops  # noqa: F401  (registers the lowerings)
+    model = _model()
+
+    def ops(t):
+        program = specialize(model, [Value((5, 24), np.dtype(np.float32), name="x")], target=t)
+        return " ".join(str(s.op) for s in program.steps)
+    avx2 = ops(Target("avx2", 256))
+    assert avx2.count("gemm_avx2.sgemm16") == 2 and "conv1x1_avx2" in avx2 and "sgemm." not in avx2
+    avx512 = ops(Target("avx512", 512))
+    assert "gemm_avx2" not in avx512 and avx512.count("sgemm") >= 3
+    generic = ops(Target("generic", 128))
+    assert "gemm_avx2" not in generic and "sgemm" not in generic
+
+
+@pytest.mark.parametrize("rows", [1, 5])
+def test_model_matches_the_reference(rows):
+    """The dense layers and the 1x1 Conv (bias, Relu, Clip, residual folded in) on the host's
+    kernels against onnx's reference."""
+    model = _model(rows)
+    x = np.random.default_rng(rows).standard_normal((rows, 24)).astype(np.float32)
+    got = onnxjit.prepare(model).run([x])[0]
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
