@@ -106,7 +106,7 @@ def test_linear_resize_of_planes(shape, sizes, ctm):
     finally:
         lowering._bilinear_planes = keep
     assert "bilinear_planes_f32" not in generic.source()
-    np.testing.assert_array_equal(got, generic.run([x])[0])
+    np.testing.assert_allclose(got, generic.run([x])[0], rtol=1e-6, atol=1e-6)
     old = numba.get_num_threads()
     try:
         numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))

@@ -511,15 +511,18 @@ def _tile_rows(cf, yf, y0, M, KH, KW, H, W, b, u0, u1):
     each writes its KH output rows whole, interleaving the KW phases of col in order, so the
     stores run along the row (no strided passes over it per phase)."""
     HW, OW = H * W, W * KW
+    w64, kw64, hw64 = np.uint64(W), np.uint64(KW), np.uint64(HW)
     for u in range(u0, u1):
         m, h = u // H, u % H
         bm = b[m]
         for kh in range(KH):
-            out = y0 + ((m * H + h) * KH + kh) * OW
-            base = (m * KH + kh) * KW * HW + h * W
-            for j in range(W):
-                for kw in range(KW):
-                    yf[out + j * KW + kw] = cf[base + kw * HW + j] + bm
+            # unsigned offsets: signed ones carry Numba's negative-index wraparound, which kept
+            # the loop from vectorizing
+            out = np.uint64(y0 + ((m * H + h) * KH + kh) * OW)
+            base = np.uint64((m * KH + kh) * KW * HW + h * W)
+            for j in range(w64):
+                for kw in range(kw64):
+                    yf[out + j * kw64 + kw] = cf[base + kw * hw64 + j] + bm
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)

@@ -105,43 +105,40 @@ def nearest(x, plan, idx, mask, extrapolation, out_shape):
 
 
 # ---------------------------------------------------------------- bilinear planes (float32)
-@njit(inline="always", **_JIT)
-def _last_axis_row(xf, src, idx, coef, out, dst, n_out):
-    """One row along the last axis: 2 taps per output, summed in float64 as _interp_axis's
-    last-axis pass does (so both kernels round alike)."""
-    for j in range(n_out):
-        acc = 0.0
-        acc += coef[2 * j] * xf[src + idx[2 * j]]
-        acc += coef[2 * j + 1] * xf[src + idx[2 * j + 1]]
-        out[dst + j] = acc
-
-
-@njit(inline="always", **_JIT)
-def _blend_rows(a, ao, b, bo, w0, w1, out, oo, n):
-    """out[oo:oo+n] = w0 * a[ao:] + w1 * b[bo:] in float32 (an inner axis of _interp_axis)."""
-    for i in range(n):
-        out[oo + i] = w0 * a[ao + i] + w1 * b[bo + i]
-
-
 @njit(**_JIT)
 def _planes(xf, yf, p0, p1, H, W, OH, OW, hi, hc, wi, wc, w_first, tmp):
     """Planes [p0, p1) of a 2-tap (linear) resize of the last two axes, plane by plane: the
-    pass over the last axis and the one over rows in the order the lowering's plan has them
-    (the last axis first when it is upsampled), the intermediate in `tmp` (one plane)."""
+    pass over the last axis (2 taps per output) and the one blending rows, in the order the
+    lowering's plan has them (the last axis first when it is upsampled), the intermediate in
+    `tmp` (one plane). Unsigned offsets: Numba's negative-index wraparound on signed ones kept
+    the loops from vectorizing (the tables were checked by the caller)."""
+    u = np.uint64
     for p in range(p0, p1):
-        src, dst = p * H * W, p * OH * OW
+        src, dst = u(p * H * W), u(p * OH * OW)
         if w_first:     # rows of W -> OW, then rows blended H -> OH
             for r in range(H):
-                _last_axis_row(xf, src + r * W, wi, wc, tmp, r * OW, OW)
+                s, t = src + u(r * W), u(r * OW)
+                for j in range(u(OW)):
+                    tmp[t + j] = (wc[2 * j] * xf[s + u(wi[2 * j])]
+                                  + wc[2 * j + 1] * xf[s + u(wi[2 * j + 1])])
             for oy in range(OH):
-                _blend_rows(tmp, hi[2 * oy] * OW, tmp, hi[2 * oy + 1] * OW, hc[2 * oy],
-                            hc[2 * oy + 1], yf, dst + oy * OW, OW)
+                a, b = u(hi[2 * oy] * OW), u(hi[2 * oy + 1] * OW)
+                w0, w1 = hc[2 * oy], hc[2 * oy + 1]
+                o = dst + u(oy * OW)
+                for i in range(u(OW)):
+                    yf[o + i] = w0 * tmp[a + i] + w1 * tmp[b + i]
         else:           # rows blended H -> OH, then each row W -> OW
             for oy in range(OH):
-                _blend_rows(xf, src + hi[2 * oy] * W, xf, src + hi[2 * oy + 1] * W,
-                            hc[2 * oy], hc[2 * oy + 1], tmp, oy * W, W)
+                a, b = src + u(hi[2 * oy] * W), src + u(hi[2 * oy + 1] * W)
+                w0, w1 = hc[2 * oy], hc[2 * oy + 1]
+                t = u(oy * W)
+                for i in range(u(W)):
+                    tmp[t + i] = w0 * xf[a + i] + w1 * xf[b + i]
             for oy in range(OH):
-                _last_axis_row(tmp, oy * W, wi, wc, yf, dst + oy * OW, OW)
+                t, o = u(oy * W), dst + u(oy * OW)
+                for j in range(u(OW)):
+                    yf[o + j] = (wc[2 * j] * tmp[t + u(wi[2 * j])]
+                                 + wc[2 * j + 1] * tmp[t + u(wi[2 * j + 1])])
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
@@ -155,8 +152,8 @@ def _planes_par(xf, yf, P, H, W, OH, OW, hi, hc, wi, wc, w_first, nt):
 @njit(**_JIT)
 def bilinear_planes_f32(x, hi, hc, wi, wc, OH, OW, w_first):
     """Linear Resize of a float32 (N, C, H, W) over its last two axes by 2-tap tables
-    (hi, hc: OH x 2 source rows and weights; wi, wc: OW x 2 columns), the same arithmetic as
-    interpolate_f32 with the plan's axis order (`w_first`); the planes split over threads
+    (hi, hc: OH x 2 source rows and weights; wi, wc: OW x 2 columns) in float32 (as ONNX
+    Runtime), with the plan's axis order (`w_first`); the planes split over threads
     from RESIZE_PAR_MIN outputs. (N, C, OH, OW) float32."""
     N, C, H, W = x.shape
     if hi.size != 2 * OH or hc.size != 2 * OH or wi.size != 2 * OW or wc.size != 2 * OW:
