@@ -88,7 +88,8 @@ def test_resize_modes_and_transforms(mode, ctm, scales):
 def test_linear_resize_of_planes(shape, sizes, ctm):
     """float32 NCHW linear Resize over H and W runs kernels/resize.bilinear_planes_f32 (plane by
     plane, the planes split over threads from RESIZE_PAR_MIN outputs): against the reference,
-    bit for bit the generic table kernel it replaces, and the same on 1 and 2 threads."""
+    the generic table kernel it replaces (which sums the last axis's taps in float64), and the
+    same on 1 and 2 threads."""
     import numba
 
     import onnxjit.ops.resize as lowering
