@@ -726,3 +726,62 @@ def test_attention_empty_q_sequence_is_refused(q_shape, kv_shape, attrs):
     feeds["Q"] = rng.standard_normal(q_shape).astype(np.float32)
     want = ReferenceEvaluator(model).run(None, feeds)[0]
     np.testing.assert_allclose(rep.run(feeds)[0], want, rtol=1e-5, atol=1e-6)
+
+
+def _slice_model(shape):
+    ints = [helper.make_tensor_value_info(n, 7, [len(shape)]) for n in ("starts", "ends", "axes",
+                                                                         "steps")]
+    node = helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])
+    graph = helper.make_graph([node], "slice", [helper.make_tensor_value_info("x", 1, list(shape))]
+                              + ints, [helper.make_tensor_value_info("y", 1, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("start", [-2**31, -6, -100])
+def test_slice_negative_step_from_before_the_start_is_empty(start):
+    """seed 12 case 505: Slice with a negative step and a start before index 0 clamps it to
+    "before the first element" (slice.indices gives -1): the result is empty, but the emitted
+    numpy slice read -1 as the last element and returned two rows."""
+    model = _slice_model((20, 10, 5))
+    feeds = {"x": np.arange(1000, dtype=np.float32).reshape(20, 10, 5),
+             "starts": np.array([20, 10, start]), "ends": np.array([0, 0, 1]),
+             "axes": np.array([0, 1, 2]), "steps": np.array([-1, -3, -2])}
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    got = backend.prepare(model).run(feeds)[0]
+    assert want.shape == (19, 3, 0) and got.shape == want.shape
+
+
+def _pool_model(op, shape, **attrs):
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", 1, list(shape))],
+                              [helper.make_tensor_value_info("y", 1, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("strides,kernel", [([2**62, 2], [3, 3]), ([2, 2], [1, 1])])
+def test_pool_with_negative_same_padding_is_refused(op, strides, kernel):
+    """seed 12 case 1813: SAME_UPPER with a stride past the window on a short input asks for
+    negative padding; ONNX Runtime refuses ("padding values must be non-negative"), the
+    reference crops the input, onnxjit clamped at 0 and answered otherwise. Now refused at
+    prepare with the node and the axis; a SAME pool whose padding is >= 0 still runs."""
+    from onnxjit.errors import OnnxJitError
+    model = _pool_model(op, (1, 1, 4, 5), auto_pad="SAME_UPPER", kernel_shape=kernel,
+                        strides=strides)
+    with pytest.raises(OnnxJitError, match="padding of spatial axis 0 would be negative"):
+        backend.prepare(model)
+    ok = _pool_model(op, (1, 1, 5, 5), auto_pad="SAME_UPPER", kernel_shape=[3, 3], strides=[2, 2])
+    x = np.arange(25, dtype=np.float32).reshape(1, 1, 5, 5)
+    np.testing.assert_allclose(backend.prepare(ok).run([x])[0],
+                               ReferenceEvaluator(ok).run(None, {"x": x})[0], rtol=1e-6)
+
+
+def test_pool_padded_past_the_element_limit_is_refused():
+    """seed 12 case 403: MaxPool's kernel_shape [2**31 - 1, 2] under SAME_LOWER pads the input
+    by as much, and the kernel's padded buffer raised MemoryError; now a LimitError at prepare
+    naming the node and kernel_shape."""
+    from onnxjit.errors import LimitError
+    model = _pool_model("MaxPool", (1, 3, 32, 32), auto_pad="SAME_LOWER",
+                        kernel_shape=[2**31 - 1, 2])
+    with pytest.raises(LimitError, match=r"kernel_shape \[2147483647, 2\] pads the input"):
+        backend.prepare(model)

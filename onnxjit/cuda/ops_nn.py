@@ -9,6 +9,7 @@ import numpy as np
 from ..kernels import shapes
 from ..ops.elementwise import _cast
 from ..ops.movement import norm_axis, prod
+from ..ops.nn import pool_geometry
 from .ops import broadcast_to, cuda_op, floats, one, step, view
 
 GEMM_DTYPES = {np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.uint32,
@@ -118,8 +119,7 @@ def _pool(ctx, x, kernel_shape, auto_pad, strides, dilations, pads, ceil_mode, i
     if not 3 <= x.rank <= 5:
         ctx.fail(f"pooling of rank {x.rank} is not supported on CUDA (1-D to 3-D)")
     kernel = tuple(kernel_shape)
-    s, p, d, out = shapes.pool_geometry(auto_pad, x.shape[2:], kernel, strides, dilations, pads,
-                                        ceil_mode)
+    s, p, d, out = pool_geometry(ctx, x, kernel, auto_pad, strides, dilations, pads, ceil_mode)
     r = len(s)
     return one(ctx, "pool", x, shape=x.shape[:2] + tuple(out), dtype=x.dtype,
                in_sp=_spatial3(x.shape[2:], 1), k=_spatial3(kernel, 1), out_sp=_spatial3(out, 1),

@@ -117,6 +117,23 @@ def pool_geometry(auto_pad, in_spatial, kernel, strides=None, dilations=None, pa
     return strides, p, dilations, out
 
 
+def negative_same_pool_pad(auto_pad, in_spatial, kernel, strides=None, dilations=None):
+    """The first spatial axis where a pool's SAME_UPPER/SAME_LOWER padding, by the spec's
+    formula (out - 1) * stride + window - in, is negative (a stride past the window on a short
+    input), or None. ONNX Runtime refuses such pools ("padding values must be non-negative") and
+    onnx's reference crops the input by it, while a clamp at 0 (Conv's and TensorFlow's SAME)
+    answers otherwise: onnxjit refuses them too."""
+    if _norm(auto_pad) not in ("SAME_UPPER", "SAME_LOWER"):
+        return None
+    k = len(in_spatial)
+    strides, dilations = _ones(strides, k), _ones(dilations, k)
+    for i, n in enumerate(in_spatial):
+        eff = (kernel[i] - 1) * dilations[i] + 1
+        if (_ceil_div(n, strides[i]) - 1) * strides[i] + eff - n < 0:
+            return i
+    return None
+
+
 def conv_transpose_geometry(auto_pad, in_spatial, kernel, strides=None, dilations=None,
                             pads=None, output_padding=None, output_shape=None):
     """(strides, pads, dilations, out_spatial) for ConvTranspose, per the ONNX spec text.

@@ -398,8 +398,12 @@ def slice_values(ctx, x, starts, ends, axes, steps):
         start, stop, step = slice(b, e, s).indices(x.shape[a])
         shape[a] = len(range(start, stop, step))
         identity &= (start, stop, step) == (0, x.shape[a], 1)
-        # slice.indices gives stop -1 for "before index 0"; in a slice -1 means the last element.
-        index[a] = f"{ctx.lit(start)}:{ctx.lit(stop) if stop >= 0 else 'None'}:{ctx.lit(step)}"
+        # slice.indices gives -1 for "before index 0" (a stop, or a start clamped for a negative
+        # step, whose range is then empty); in a slice -1 means the last element.
+        if shape[a] == 0:
+            index[a] = "0:0"
+        else:
+            index[a] = f"{ctx.lit(start)}:{ctx.lit(stop) if stop >= 0 else 'None'}:{ctx.lit(step)}"
     if identity:
         return x
     return ctx.call(f"__np.ascontiguousarray({{0}}[{', '.join(index)}])", x,

@@ -419,6 +419,30 @@ def _conv_transpose_by_tiles(ctx, x, w, b, kernel, s, p, d, group, out, channels
                       names=("cols", "bias", "m", "kh", "kw"))
 
 
+def pool_geometry(ctx, x, kernel_shape, auto_pad, strides, dilations, pads, ceil_mode):
+    """shapes.pool_geometry for a pool node, refusing what its kernels and the oracles cannot
+    agree on: a negative SAME padding (shapes.negative_same_pool_pad) and a padded input over
+    the element limit (a kernel_shape of 2**31 under SAME_LOWER padded by as much)."""
+    from ..errors import LimitError
+    from ..validate import current_limit
+    kernel = tuple(int(k) for k in kernel_shape)
+    axis = shapes.negative_same_pool_pad(auto_pad, x.shape[2:], kernel, strides, dilations)
+    if axis is not None:
+        ctx.fail(f"{auto_pad} padding of spatial axis {axis} would be negative (strides "
+                 f"{list(strides or [])} past the window {list(kernel)} on {list(x.shape[2:])}): "
+                 "ONNX Runtime refuses it and the reference crops the input")
+    s, p, d, out = shapes.pool_geometry(auto_pad, x.shape[2:], kernel, strides, dilations, pads,
+                                        ceil_mode)
+    k = len(kernel)
+    padded = int(np.prod([n + p[i] + p[k + i] for i, n in enumerate(x.shape[2:])], dtype=object))
+    padded *= int(x.shape[0]) * int(x.shape[1])
+    if padded > current_limit():
+        raise LimitError(f"{ctx.node.op_type} node {ctx.node.name!r}: kernel_shape {list(kernel)} "
+                         f"pads the input to {padded:,} elements, over the element limit of "
+                         f"{current_limit():,} (prepare(max_elements=...) or ONNXJIT_MAX_ELEMENTS)")
+    return s, p, d, out
+
+
 @register("MaxPool", 1)
 def MaxPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None,
             pads=None, storage_order=0, strides=None):
@@ -426,8 +450,8 @@ def MaxPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape
     if dtype in (np.dtype(np.int8), np.dtype(np.uint8)):  # opset 12+: exact in float32
         x = _cast(ctx, x, np.float32)
     _float_only(ctx, x)
-    s, p, d, out = shapes.pool_geometry(auto_pad, x.shape[2:], tuple(kernel_shape), strides,
-                                        dilations, pads, ceil_mode)
+    s, p, d, out = pool_geometry(ctx, x, kernel_shape, auto_pad, strides, dilations, pads,
+                                 ceil_mode)
     shape = x.shape[:2] + tuple(out)
     geometry = (tuple(kernel_shape), s, p, d, tuple(out))
     names = ("x", "kernel", "strides", "pads", "dilations", "output_shape")
@@ -446,8 +470,8 @@ def MaxPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape
 def AveragePool(ctx, x, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
                 kernel_shape=None, pads=None, strides=None):
     _float_only(ctx, x)
-    s, p, d, out = shapes.pool_geometry(auto_pad, x.shape[2:], tuple(kernel_shape), strides,
-                                        dilations, pads, ceil_mode)
+    s, p, d, out = pool_geometry(ctx, x, kernel_shape, auto_pad, strides, dilations, pads,
+                                 ceil_mode)
     kind = pool.scheme(x.shape, x.dtype, kernel_shape, s, p, d, out, ctx.target)
     return ctx.kernel(("pool", f"avgpool_{kind}"), x, tuple(kernel_shape), s, p, d, tuple(out),
                       int(count_include_pad), shape=x.shape[:2] + tuple(out), dtype=x.dtype,

@@ -8,7 +8,8 @@ import math
 import numpy as np
 
 from ..errors import LimitError
-from ..kernels import pool, shapes
+from ..kernels import pool
+from .nn import pool_geometry
 from ..registry import register
 from ..validate import current_limit
 
@@ -141,8 +142,7 @@ def LpPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=
     if kernel_shape is None or x.rank < 3 or len(kernel_shape) != x.rank - 2 or p <= 0:
         ctx.fail("LpPool needs kernel_shape for every spatial dim and p > 0")
     kernel = tuple(int(k) for k in kernel_shape)
-    s, pd, d, out = shapes.pool_geometry(auto_pad, x.shape[2:], kernel, strides, dilations, pads,
-                                         ceil_mode)
+    s, pd, d, out = pool_geometry(ctx, x, kernel, auto_pad, strides, dilations, pads, ceil_mode)
     pv = ctx.scalar(float(p), x.dtype)
     powered = ctx.elementwise(f"abs({{0}}) ** {pv}", x, dtype=x.dtype)
     # count_include_pad=1 divides every full window by the kernel size: times it gives the sum
