@@ -74,10 +74,12 @@ def _conv_ref(x, w, bias, act, res, bounds):
 
 
 # m: every row tail, and over CONV_STREAM_M (X packed); h*w: ragged 16-column tiles, one pixel,
-# over CONV_NB (two column blocks); c: 0, 1 and over CONV_KC (two K blocks)
+# over CONV_NB (two column blocks; with 700 channels, over CONV_PACK_FLOATS); c: 0, 1 and over
+# CONV_KC (two K blocks)
 @pytest.mark.parametrize("n,c,m,h,w", [
     (1, 8, 1, 3, 5), (2, 3, 5, 4, 4), (1, 1, 7, 1, 1), (1, 16, 13, 17, 17), (2, 24, 33, 5, 5),
-    (1, 300, 40, 6, 7), (1, 20, 50, 16, 19), (1, 0, 6, 4, 4), (1, 40, 32, 9, 9)])
+    (1, 300, 40, 6, 7), (1, 20, 50, 16, 19), (1, 0, 6, 4, 4), (1, 40, 32, 9, 9),
+    (1, 1100, 40, 3, 5), (1, 1100, 8, 3, 3), (1, 700, 34, 15, 15)])
 def test_conv1x1_avx2_tails_match_numpy(n, c, m, h, w):
     rng = np.random.default_rng(n + c * 7 + m * 31 + h * w)
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
