@@ -116,6 +116,32 @@ def test_linear_resize_of_planes(shape, sizes, ctm):
         numba.set_num_threads(old)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.int64])
+@pytest.mark.parametrize("shape,sizes", [((1, 16, 48, 48), (96, 96)),     # 2x: each element twice
+                                         ((2, 3, 7, 9), (21, 27)),         # 3x: gathered
+                                         ((1, 5, 10, 13), (4, 30))],       # H down, W up
+                         ids=["2x", "3x", "mixed"])
+def test_nearest_resize_of_planes(shape, sizes, dtype):
+    """Nearest Resize of an NCHW tensor over H and W runs kernels/resize.nearest_planes (rows
+    gathered, or copied when the source row repeats; 2x columns written twice without a
+    gather): equal to the reference, also on 2 threads."""
+    import numba
+    x = data(shape, dtype)
+    m = model("Resize", resize_inputs(x, sizes=C(np.array(shape[:2] + sizes, np.int64))),
+              mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    rep = onnxjit.backend.prepare(m)
+    assert "nearest_planes" in rep.source()
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    got = rep.run([x])[0]
+    np.testing.assert_array_equal(got, want)
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        np.testing.assert_array_equal(rep.run([x])[0], want)
+    finally:
+        numba.set_num_threads(old)
+
+
 @pytest.mark.parametrize("nearest_mode", ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])
 @pytest.mark.parametrize("sizes", [(1, 1, 9, 3)])
 def test_resize_nearest_modes_with_sizes(nearest_mode, sizes):

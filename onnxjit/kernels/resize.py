@@ -47,11 +47,12 @@ def _interp_axis(cur, row, idx, coef, mask, extrapolation):
                     acc += coef[off + j * n + t] * cur[o * in_w + idx[off + j * n + t]]
                 nxt[dst] = acc
             else:
+                ud, ui = np.uint64(dst), np.uint64(inner)
                 for t in range(n):
                     w = coef[off + j * n + t]
-                    src = (o * in_w + idx[off + j * n + t]) * inner
-                    for i in range(inner):
-                        nxt[dst + i] += w * cur[src + i]
+                    src = np.uint64((o * in_w + idx[off + j * n + t]) * inner)
+                    for i in range(ui):    # unsigned offsets: a vector loop
+                        nxt[ud + i] += w * cur[src + i]
     return nxt
 
 
@@ -81,15 +82,17 @@ def _gather_axis(cur, row, idx, mask, extrapolation):
     """One axis of nearest-neighbour resampling (n == 1), in the input dtype."""
     outer, in_w, out_w, inner, n, off, moff = row
     nxt = np.empty(outer * out_w * inner, cur.dtype)
+    u, ui = np.uint64, np.uint64(inner)
     for o in range(outer):
         for j in range(out_w):
-            dst = (o * out_w + j) * inner
-            src = (o * in_w + idx[off + j]) * inner
+            # unsigned offsets (the tables are checked): signed ones keep the copy scalar
+            dst = u((o * out_w + j) * inner)
+            src = u((o * in_w + idx[off + j]) * inner)
             if mask[moff + j]:
-                for i in range(inner):
+                for i in range(ui):
                     nxt[dst + i] = extrapolation
             else:
-                for i in range(inner):
+                for i in range(ui):
                     nxt[dst + i] = cur[src + i]
     return nxt
 
@@ -177,4 +180,72 @@ def bilinear_planes_f32(x, hi, hc, wi, wc, OH, OW, w_first):
     else:
         tmp = np.empty(max(H * OW, OH * W), np.float32)
         _planes(xf, yf, I0, P, H, W, OH, OW, hi, hc, wi, wc, w_first, tmp)
+    return y
+
+
+# ---------------------------------------------------------------- nearest planes
+@njit(**_JIT)
+def _nearest_planes(xf, yf, p0, p1, H, W, OH, OW, hi, wi, rep):
+    """Planes [p0, p1) of a nearest resize of the last two axes: each output row gathers its
+    source row by the W table (rep == 2: the table is j // 2, each element written twice),
+    or copies the previous output row when it has the same source row (an upsampled H);
+    unsigned offsets, so the loops vectorize."""
+    u = np.uint64
+    uw = u(OW)
+    for p in range(p0, p1):
+        src, dst = u(p * H * W), u(p * OH * OW)
+        for oy in range(OH):
+            o = dst + u(oy * OW)
+            if oy > 0 and hi[oy] == hi[oy - 1]:
+                q = o - uw
+                for j in range(uw):
+                    yf[o + j] = yf[q + j]
+            elif rep == 2:      # wi[j] == j // 2: each source element twice, no gather
+                s = src + u(hi[oy] * W)
+                for k in range(u(W)):
+                    v = xf[s + k]
+                    yf[o + u(2) * k] = v
+                    yf[o + u(2) * k + u(1)] = v
+            else:
+                s = src + u(hi[oy] * W)
+                for j in range(uw):
+                    yf[o + j] = xf[s + u(wi[j])]
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _nearest_planes_par(xf, yf, P, H, W, OH, OW, hi, wi, rep, nt):
+    for t in prange(nt):
+        p0, p1 = split_range(P, nt, t, 1)
+        _nearest_planes(xf, yf, p0, p1, H, W, OH, OW, hi, wi, rep)
+
+
+@njit(**_JIT)
+def nearest_planes(x, hi, wi, OH, OW):
+    """Nearest Resize of an (N, C, H, W) array over its last two axes by one-index tables (hi:
+    OH source rows, wi: OW source columns), any dtype; the planes split over threads from
+    RESIZE_PAR_MIN outputs. (N, C, OH, OW)."""
+    N, C, H, W = x.shape
+    if hi.size != OH or wi.size != OW:
+        raise ValueError("nearest_planes: tables do not match the output size")
+    for t in range(OH):
+        if hi[t] < 0 or hi[t] >= H:
+            raise IndexError("Resize: interpolation table index out of range")
+    for t in range(OW):
+        if wi[t] < 0 or wi[t] >= W:
+            raise IndexError("Resize: interpolation table index out of range")
+    P = N * C
+    y = np.empty((N, C, OH, OW), x.dtype)
+    if y.size == 0 or x.size == 0:
+        return y
+    xf = np.ascontiguousarray(x).reshape(x.size)
+    yf = y.reshape(y.size)
+    rep = 2 if OW == 2 * W else 0
+    for j in range(OW):
+        if rep == 2 and wi[j] != j // 2:
+            rep = 0
+    nt = min(num_threads() if y.size >= RESIZE_PAR_MIN else 1, P)
+    if nt > 1:
+        _nearest_planes_par(xf, yf, P, H, W, OH, OW, hi, wi, rep, nt)
+    else:
+        _nearest_planes(xf, yf, I0, P, H, W, OH, OW, hi, wi, rep)
     return y

@@ -245,8 +245,17 @@ def _bilinear_planes(x, plan, mask, shape, opts):
     """Whether kernels/resize.bilinear_planes_f32 applies (a linear Resize of a float32
     (N, C, H, W) over H and W, 2 taps per output, no tf_crop_and_resize extrapolation): then
     whether the plan resizes W first (True) or H first (False); else None."""
-    if (opts["mode"] != "linear" or x.dtype != np.float32 or x.rank != 4 or len(plan) != 2
-            or any(row[4] != 2 for row in plan) or any(np.any(m) for m in mask)):
+    if opts["mode"] != "linear" or x.dtype != np.float32:
+        return None
+    return _planes_order(x, plan, mask, shape, 2)
+
+
+def _planes_order(x, plan, mask, shape, taps):
+    """For an (N, C, H, W) x resized over H and W by `taps`-entry tables with no
+    tf_crop_and_resize extrapolation: whether the plan resizes W first (True) or H first
+    (False); None for any other plan."""
+    if (x.rank != 4 or len(plan) != 2 or any(row[4] != taps for row in plan)
+            or any(np.any(m) for m in mask) or x.dtype == object):
         return None
     (n, c, h, w), (oh, ow) = x.shape, shape[2:]
     if shape[:2] != (n, c):
@@ -267,6 +276,14 @@ def _emit(ctx, x, plan, idx, coef, mask, shape, opts):
     tables = [ctx.constant(np.asarray(plan, np.int64)), ctx.constant(np.concatenate(idx)),
               ctx.constant(np.concatenate(mask).astype(np.uint8))]
     ext = opts["extrapolation"]
+    order = _planes_order(x, plan, mask, shape, 1)
+    if opts["mode"] == "nearest" and order is not None:
+        # (N, C, H, W) resized over H and W: rows gathered (or copied) plane by plane, threads
+        hrow, wrow = (1, 0) if order else (0, 1)
+        expr = (f"__k_resize.nearest_planes({{0}}, {{1}}, {{2}}, {ctx.lit(int(shape[2]))}, "
+                f"{ctx.lit(int(shape[3]))})")
+        return ctx.call(expr, x, ctx.constant(idx[hrow]), ctx.constant(idx[wrow]), shape=shape,
+                        dtype=x.dtype)
     if opts["mode"] == "nearest":
         expr = (f"__k_resize.nearest({{0}}, {{1}}, {{2}}, {{3}}, "
                 f"{ctx.scalar(_saturate(ext, x.dtype), x.dtype)}, {ctx.lit(shape)})")
