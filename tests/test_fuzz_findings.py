@@ -785,3 +785,25 @@ def test_pool_padded_past_the_element_limit_is_refused():
                         kernel_shape=[2**31 - 1, 2])
     with pytest.raises(LimitError, match=r"kernel_shape \[2147483647, 2\] pads the input"):
         backend.prepare(model)
+
+
+@pytest.mark.parametrize("frame_length", [-1, 0, 100])
+def test_stft_frame_length_out_of_range_is_refused(frame_length):
+    """seed 12 case 2946: STFT with frame_length -1 and no window sized a window of ones by it
+    first (numpy's ValueError: UNCLEAN); the frame check now comes first. The reference refuses
+    these too."""
+    from onnx import TensorProto
+
+    from onnxjit.errors import OnnxJitError
+    node = helper.make_node("STFT", ["signal", "step", "", "length"], ["y"])
+    graph = helper.make_graph(
+        [node], "stft", [helper.make_tensor_value_info("signal", 1, [1, 64, 1])],
+        [helper.make_tensor_value_info("y", 1, None)],
+        [helper.make_tensor("step", TensorProto.INT64, [], [8]),
+         helper.make_tensor("length", TensorProto.INT64, [], [frame_length])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.random.default_rng(0).standard_normal((1, 64, 1)).astype(np.float32)
+    with pytest.raises(ValueError):
+        ReferenceEvaluator(model).run(None, {"signal": x})
+    with pytest.raises(OnnxJitError, match="do not frame a signal of length 64"):
+        backend.prepare(model)

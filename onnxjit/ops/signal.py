@@ -74,12 +74,13 @@ def STFT(ctx, signal, frame_step, window=None, frame_length=None, onesided=1):
         n = _scalar_input(ctx, frame_length, "frame_length")
     else:
         n = window.shape[0] if window is not None else length
+    # checked before anything is sized by them (a frame_length of -1 reached np.ones: UNCLEAN)
+    if step < 1 or n < 1 or n > length:
+        ctx.fail(f"frame_step {step} / frame_length {n} do not frame a signal of length {length}")
     if window is None:
         window = ctx.constant(np.ones(n, signal.dtype))
     elif window.rank != 1:
         ctx.fail(f"window of shape {window.shape} is not 1-D")
-    if step < 1 or n < 1 or n > length:
-        ctx.fail(f"frame_step {step} / frame_length {n} do not frame a signal of length {length}")
     frames = 1 + (length - n) // step
     bins = n // 2 + 1 if onesided else n
     expr = (f"__k_signal.stft({{0}}, {ctx.lit(step)}, {ctx.lit(frames)}, {{1}}, {ctx.lit(n)}, "
