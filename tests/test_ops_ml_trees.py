@@ -347,3 +347,35 @@ def test_string_labels_feeding_another_node_are_refused():
                                                     helper.make_opsetid("ai.onnx.ml", 3)])
     with pytest.raises(Exception, match="read by a node"):
         onnxjit.backend.prepare(model).run([rows(rng, 4, 3)])
+
+
+@pytest.mark.parametrize("modes,nan_true,n_targets,agg,post,base,every",
+                         [REGRESSOR_CASES[1], REGRESSOR_CASES[3], REGRESSOR_CASES[6],
+                          REGRESSOR_CASES[9]])
+def test_few_rows_split_the_trees_over_threads(modes, nan_true, n_targets, agg, post, base, every):
+    """Below PAR_MIN_ROWS rows, a forest of enough row x tree walks splits its trees over the
+    threads (each thread its own sums, merged in thread order): SUM, MIN, MAX and the dense
+    every-target leaves agree with ORT on 2 threads and with the 1-thread run."""
+    import numba
+
+    from onnxjit.kernels import trees
+    rng = np.random.default_rng(11 + n_targets)
+    cols, leaves = random_trees(rng, 64, 5, 6, modes, nan_true)
+    attrs = dict(cols, n_targets=n_targets, aggregate_function=agg, post_transform=post,
+                 **leaf_weights(rng, leaves, n_targets, every))
+    if base is not None:
+        attrs["base_values"] = base
+    node = helper.make_node("TreeEnsembleRegressor", ["x"], ["y"], domain="ai.onnx.ml", **attrs)
+    x = rows(rng, 40, 6)
+    assert 40 < trees.PAR_MIN_ROWS and 40 * 64 >= trees.PAR_MIN_WALKS
+    model = ml_model(node, x, ["y"])
+    rep = onnxjit.backend.prepare(model)
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = rep.run([x])[0]
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        two = check_ort(model, x)[0]
+    finally:
+        numba.set_num_threads(old)
+    np.testing.assert_allclose(two, one, rtol=1e-12, atol=1e-12)

@@ -20,12 +20,16 @@ import numpy as np
 from numba import njit, prange
 
 from . import PRANGE_ONLY
-from .parallel import num_threads
+from .parallel import I0, num_threads
 
 _JIT = dict(cache=True, error_model="numpy")
 
 BLOCK = 64                 # rows walked together through one tree
-PAR_MIN_ROWS = 4 * BLOCK   # fewer rows stay on the calling thread (a fork/join costs µs)
+PAR_MIN_ROWS = 4 * BLOCK   # from this many rows the row blocks split over threads
+# Below PAR_MIN_ROWS the trees split over threads instead (each thread all rows, its share of
+# the trees, its own sums; merged after), from this many row x tree walks: 100 rows of a
+# 100-tree forest ran on one thread while ONNX Runtime split its trees over two.
+PAR_MIN_WALKS = 2048
 
 # aggregate functions
 AVERAGE, SUM, MIN, MAX = 0, 1, 2, 3
@@ -44,14 +48,26 @@ def forest(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart, wtarge
     acc = np.zeros((n, n_targets), np.float64)
     has = np.zeros((n, n_targets), np.uint8)
     nblocks = (n + BLOCK - 1) // BLOCK
-    nt = num_threads() if n >= PAR_MIN_ROWS else 1
-    if nt > 1:
+    ntrees = roots.size
+    nt = num_threads()
+    if nt > 1 and n >= PAR_MIN_ROWS:
         _forest_par(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart, wtarget,
                     wvalue, leafw, agg, fast, single, acc, has, nblocks)
+    elif nt > 1 and n * ntrees >= PAR_MIN_WALKS and ntrees >= 2:
+        nt = min(nt, ntrees)
+        accs = np.zeros((nt, n, n_targets), np.float64)
+        hass = np.zeros((nt, n, n_targets), np.uint8)
+        _forest_par_trees(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart,
+                          wtarget, wvalue, leafw, agg, fast, single, accs, hass, nblocks, nt)
+        for t in range(nt):      # merged in thread order: the same sums whatever the timing
+            for r in range(n):
+                for g in range(n_targets):
+                    if hass[t, r, g]:
+                        _merge(acc, has, r, g, accs[t, r, g], agg)
     else:
         for b in range(nblocks):
             _forest_block(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart,
-                          wtarget, wvalue, leafw, agg, fast, single, acc, has, b)
+                          wtarget, wvalue, leafw, agg, fast, single, acc, has, b, I0, ntrees)
     return acc, has
 
 
@@ -60,16 +76,30 @@ def _forest_par(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart, w
                 leafw, agg, fast, single, acc, has, nblocks):
     for b in prange(nblocks):
         _forest_block(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart, wtarget,
-                      wvalue, leafw, agg, fast, single, acc, has, b)
+                      wvalue, leafw, agg, fast, single, acc, has, b, I0, roots.size)
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _forest_par_trees(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart, wtarget,
+                      wvalue, leafw, agg, fast, single, accs, hass, nblocks, nt):
+    """Thread t walks every row through trees [t0, t1) (an even share) into accs[t], hass[t]."""
+    ntrees = roots.size
+    for t in prange(nt):
+        t0, t1 = t * ntrees // nt, (t + 1) * ntrees // nt
+        for b in range(nblocks):
+            _forest_block(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart,
+                          wtarget, wvalue, leafw, agg, fast, single, accs[t], hass[t], b, t0,
+                          t1)
 
 
 @njit(**_JIT)
 def _forest_block(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart, wtarget,
-                  wvalue, leafw, agg, fast, single, acc, has, b):
+                  wvalue, leafw, agg, fast, single, acc, has, b, t0, t1):
+    """Rows of block b through trees [t0, t1) into acc/has."""
     r0 = b * BLOCK
     r1 = min(r0 + BLOCK, x.shape[0])
     idx = np.empty(r1 - r0, np.int32)
-    for t in range(roots.size):
+    for t in range(t0, t1):
         for r in range(r1 - r0):
             idx[r] = roots[t]
         if fast:
