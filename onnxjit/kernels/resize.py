@@ -107,6 +107,25 @@ def nearest(x, plan, idx, mask, extrapolation, out_shape):
     return cur.reshape(out_shape)
 
 
+# ---------------------------------------------------------------- planes (NCHW over H and W)
+@njit(inline="always", **_JIT)
+def _plane_setup(x, hi, wi, taps, OH, OW, dtype):
+    """The plane kernels' checks and buffers: the row and column tables (`taps` entries per
+    output row / column) must address x's H and W (the kernels then read in bounds with
+    unsigned offsets); (planes, flat x, y (N, C, OH, OW) of `dtype`, flat y)."""
+    N, C, H, W = x.shape
+    if hi.size != taps * OH or wi.size != taps * OW:
+        raise ValueError("Resize: plane tables do not match the output size")
+    for t in range(hi.size):
+        if hi[t] < 0 or hi[t] >= H:
+            raise IndexError("Resize: interpolation table index out of range")
+    for t in range(wi.size):
+        if wi[t] < 0 or wi[t] >= W:
+            raise IndexError("Resize: interpolation table index out of range")
+    y = np.empty((N, C, OH, OW), dtype)
+    return N * C, np.ascontiguousarray(x).reshape(x.size), y, y.reshape(y.size)
+
+
 # ---------------------------------------------------------------- bilinear planes (float32)
 @njit(**_JIT)
 def _planes(xf, yf, p0, p1, H, W, OH, OW, hi, hc, wi, wc, w_first, tmp):
@@ -159,20 +178,11 @@ def bilinear_planes_f32(x, hi, hc, wi, wc, OH, OW, w_first):
     Runtime), with the plan's axis order (`w_first`); the planes split over threads
     from RESIZE_PAR_MIN outputs. (N, C, OH, OW) float32."""
     N, C, H, W = x.shape
-    if hi.size != 2 * OH or hc.size != 2 * OH or wi.size != 2 * OW or wc.size != 2 * OW:
+    if hc.size != 2 * OH or wc.size != 2 * OW:
         raise ValueError("bilinear_planes_f32: tables do not match the output size")
-    for t in range(2 * OH):
-        if hi[t] < 0 or hi[t] >= H:
-            raise IndexError("Resize: interpolation table index out of range")
-    for t in range(2 * OW):
-        if wi[t] < 0 or wi[t] >= W:
-            raise IndexError("Resize: interpolation table index out of range")
-    P = N * C
-    y = np.empty((N, C, OH, OW), np.float32)
+    P, xf, y, yf = _plane_setup(x, hi, wi, 2, OH, OW, np.float32)
     if y.size == 0 or x.size == 0:
         return y
-    xf = np.ascontiguousarray(x).reshape(x.size)
-    yf = y.reshape(y.size)
     nt = num_threads() if y.size >= RESIZE_PAR_MIN else 1
     nt = min(nt, P)
     if nt > 1:
@@ -225,20 +235,9 @@ def nearest_planes(x, hi, wi, OH, OW):
     OH source rows, wi: OW source columns), any dtype; the planes split over threads from
     RESIZE_PAR_MIN outputs. (N, C, OH, OW)."""
     N, C, H, W = x.shape
-    if hi.size != OH or wi.size != OW:
-        raise ValueError("nearest_planes: tables do not match the output size")
-    for t in range(OH):
-        if hi[t] < 0 or hi[t] >= H:
-            raise IndexError("Resize: interpolation table index out of range")
-    for t in range(OW):
-        if wi[t] < 0 or wi[t] >= W:
-            raise IndexError("Resize: interpolation table index out of range")
-    P = N * C
-    y = np.empty((N, C, OH, OW), x.dtype)
+    P, xf, y, yf = _plane_setup(x, hi, wi, 1, OH, OW, x.dtype)
     if y.size == 0 or x.size == 0:
         return y
-    xf = np.ascontiguousarray(x).reshape(x.size)
-    yf = y.reshape(y.size)
     rep = 2 if OW == 2 * W else 0
     for j in range(OW):
         if rep == 2 and wi[j] != j // 2:
