@@ -30,6 +30,7 @@ from . import PRANGE_ONLY
 from .epilogue import NO_BOUNDS, act1
 from .microkernels_avx2 import k1x16, k2x16, k4x16, k6x16
 from .parallel import I0, NO, PAR_MIN_MACS, num_threads, split_range
+from .sgemm import pack_panels
 from .simd import vload, vloadm, vstore
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -51,16 +52,7 @@ NR64, KC64, GEMM_PFD64 = np.int64(NR), np.int64(KC), np.int64(GEMM_PFD)
 
 def pack_b16(b):
     """Weights b (K, N) -> float32 panels (ceil(N/16), K, 16), zero-padded past column N."""
-    b = np.asarray(b, dtype=np.float32)
-    if b.ndim != 2:
-        raise ValueError("pack_b16 expects a 2-D matrix")
-    k, n = b.shape
-    npan = (n + NR - 1) // NR
-    bp = np.zeros((npan, k, NR), np.float32)
-    for j in range(npan):
-        w = min(NR, n - j * NR)
-        bp[j, :, :w] = b[:, j * NR:j * NR + w]
-    return bp
+    return pack_panels(b, NR, "pack_b16")
 
 
 @njit(**_JIT)

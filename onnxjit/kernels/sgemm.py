@@ -54,15 +54,21 @@ def pack_b(b):
     Panel j holds b[:, 32j:32j+32] row after row, so the micro-kernel reads B as one
     contiguous stream.  Pass the original N to ``sgemm_packed``.
     """
+    return pack_panels(b, NR, "pack_b")
+
+
+def pack_panels(b, nr, name="pack_panels"):
+    """b (K, N) -> float32 panels (ceil(N/nr), K, nr), zero-padded past column N: the layout of
+    every packed-B GEMM here (32 columns for this file's kernels, 16 for gemm_avx2's)."""
     b = np.asarray(b, dtype=np.float32)
     if b.ndim != 2:
-        raise ValueError("pack_b expects a 2-D matrix")
+        raise ValueError(f"{name} expects a 2-D matrix")
     k, n = b.shape
-    npan = (n + NR - 1) // NR
-    bp = np.zeros((npan, k, NR), np.float32)
+    npan = (n + nr - 1) // nr
+    bp = np.zeros((npan, k, nr), np.float32)
     for j in range(npan):
-        w = min(NR, n - j * NR)
-        bp[j, :, :w] = b[:, j * NR:j * NR + w]
+        w = min(nr, n - j * nr)
+        bp[j, :, :w] = b[:, j * nr:j * nr + w]
     return bp
 
 
