@@ -1,6 +1,8 @@
 """The tests' shared harness: one-node model builders (node_model, model_of, one_node), the
 checker against onnx's ReferenceEvaluator with per-dtype tolerances (check_reference,
 assert_outputs_match, TOLERANCES), and a Numba disk-cache probe."""
+import contextlib
+
 import ml_dtypes
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -157,3 +159,16 @@ def numba_cache_runs(child, dispatcher, cache_dir):
                              text=True, check=True)
         return json.loads(out.stdout.strip().splitlines()[-1])
     return run(), run()
+
+
+@contextlib.contextmanager
+def numba_threads(n):
+    """Numba's thread count set to `n` (at most the pool's size) inside the block, restored
+    after: the 1-thread / 2-thread comparisons of the parallel kernels' tests."""
+    import numba
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(old)

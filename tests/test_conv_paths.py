@@ -232,7 +232,7 @@ def test_conv_transpose_tiles_on_the_packed_gemm(xs, ws):
     """A float32 ConvTranspose with constant weights whose kernel equals its stride runs as the
     packed 1x1 conv by W^T and conv.tiles_to_image (AVX-512 targets; elsewhere the BLAS tile
     path): against the reference, and the same on 1 and 2 threads."""
-    import numba
+    from tests.helpers import numba_threads
     from onnx import numpy_helper
 
     import onnxjit
@@ -248,9 +248,5 @@ def test_conv_transpose_tiles_on_the_packed_gemm(xs, ws):
     assert ("tiles_to_image" in rep.source()) == host().avx512
     (got,) = rep.run([x])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    old = numba.get_num_threads()
-    try:
-        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    with numba_threads(2):
         np.testing.assert_array_equal(rep.run([x])[0], got)
-    finally:
-        numba.set_num_threads(old)

@@ -356,7 +356,7 @@ def test_few_rows_split_the_trees_over_threads(modes, nan_true, n_targets, agg, 
     """Below PAR_MIN_ROWS rows, a forest of enough row x tree walks splits its trees over the
     threads (each thread its own sums, merged in thread order): SUM, MIN, MAX and the dense
     every-target leaves agree with ORT on 2 threads and with the 1-thread run."""
-    import numba
+    from tests.helpers import numba_threads
 
     from onnxjit.kernels import trees
     rng = np.random.default_rng(11 + n_targets)
@@ -370,12 +370,8 @@ def test_few_rows_split_the_trees_over_threads(modes, nan_true, n_targets, agg, 
     assert 40 < trees.PAR_MIN_ROWS and 40 * 64 >= trees.PAR_MIN_WALKS
     model = ml_model(node, x, ["y"])
     rep = onnxjit.backend.prepare(model)
-    old = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
+    with numba_threads(1):
         one = rep.run([x])[0]
-        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    with numba_threads(2):
         two = check_ort(model, x)[0]
-    finally:
-        numba.set_num_threads(old)
     np.testing.assert_allclose(two, one, rtol=1e-12, atol=1e-12)

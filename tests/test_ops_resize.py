@@ -6,7 +6,7 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxjit.backend
-from tests.helpers import NP_TO_ONNX
+from tests.helpers import NP_TO_ONNX, numba_threads
 
 RNG = np.random.default_rng(0)
 
@@ -90,7 +90,6 @@ def test_linear_resize_of_planes(shape, sizes, ctm):
     plane, the planes split over threads from RESIZE_PAR_MIN outputs): against the reference,
     the generic table kernel it replaces (which sums the last axis's taps in float64), and the
     same on 1 and 2 threads."""
-    import numba
 
     import onnxjit.ops.resize as lowering
     x = data(shape)
@@ -108,12 +107,8 @@ def test_linear_resize_of_planes(shape, sizes, ctm):
         lowering._bilinear_planes = keep
     assert "bilinear_planes_f32" not in generic.source()
     np.testing.assert_allclose(got, generic.run([x])[0], rtol=1e-6, atol=1e-6)
-    old = numba.get_num_threads()
-    try:
-        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    with numba_threads(2):
         np.testing.assert_array_equal(rep.run([x])[0], got)
-    finally:
-        numba.set_num_threads(old)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.int64])
@@ -125,7 +120,6 @@ def test_nearest_resize_of_planes(shape, sizes, dtype):
     """Nearest Resize of an NCHW tensor over H and W runs kernels/resize.nearest_planes (rows
     gathered, or copied when the source row repeats; 2x columns written twice without a
     gather): equal to the reference, also on 2 threads."""
-    import numba
     x = data(shape, dtype)
     m = model("Resize", resize_inputs(x, sizes=C(np.array(shape[:2] + sizes, np.int64))),
               mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
@@ -134,12 +128,8 @@ def test_nearest_resize_of_planes(shape, sizes, dtype):
     want = ReferenceEvaluator(m).run(None, {"x": x})[0]
     got = rep.run([x])[0]
     np.testing.assert_array_equal(got, want)
-    old = numba.get_num_threads()
-    try:
-        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    with numba_threads(2):
         np.testing.assert_array_equal(rep.run([x])[0], want)
-    finally:
-        numba.set_num_threads(old)
 
 
 @pytest.mark.parametrize("nearest_mode", ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])
