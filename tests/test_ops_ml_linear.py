@@ -96,6 +96,26 @@ def test_linear_classifier(targets, labels, post):
     check(model, [x])
 
 
+@pytest.mark.parametrize("n,f", [(23, 37), (4, 16), (9, 48)])
+def test_linear_models_over_vector_widths(n, f):
+    """Scores four rows at a time in 16-lane vectors: whole vectors, a ragged end of features
+    and rows left over after the blocks of four, float32 and float64 inputs, against ORT."""
+    rng = np.random.default_rng(n * f)
+    coef = rng.standard_normal(3 * f).tolist()
+    intercepts = rng.standard_normal(3).tolist()
+    for dtype in (np.float32, np.float64):
+        x = rows(n, f).astype(dtype)
+        model = ml_model([node("LinearClassifier", ["x"], ["label", "scores"], coefficients=coef,
+                               intercepts=intercepts, classlabels_ints=[0, 1, 2],
+                               post_transform="NONE")], {"x": x}, ["label", "scores"],
+                         ml_opset=1)
+        check(model, [x], rtol=1e-5, atol=1e-5)
+    x = rows(n, f)        # ORT's LinearRegressor takes float32 only
+    model = ml_model([node("LinearRegressor", ["x"], ["y"], coefficients=coef,
+                           intercepts=intercepts, targets=3)], {"x": x}, ["y"])
+    check(model, [x], rtol=1e-5, atol=1e-5)
+
+
 def test_linear_classifier_binary_needs_two_labels():
     x = rows(2, 2)
     model = ml_model([node("LinearClassifier", ["x"], ["label", "scores"], coefficients=[1.0, 2.0],

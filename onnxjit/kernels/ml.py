@@ -8,8 +8,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
+from .simd import LANES, vfma, vhsum, vload, vloadm, vzero
 from .trees import (LOGISTIC, NONE, PROBIT, SOFTMAX, SOFTMAX_ZERO, logistic, probit,
                     transform_row)
 
@@ -28,6 +30,59 @@ def _dot(x, r, w, j):
     for c in range(x.shape[1]):
         acc += np.float32(x[r, c]) * w[j, c]
     return acc
+
+
+def _flat_f32(x):
+    """x as a flat C-contiguous float32 array (a view when it already is one)."""
+
+
+@overload(_flat_f32)
+def _flat_f32_impl(x):
+    if x.dtype == types.float32:
+        return lambda x: np.ascontiguousarray(x).reshape(-1)
+    return lambda x: np.ascontiguousarray(x).astype(np.float32).reshape(-1)
+
+
+@njit(**_JIT)
+def _scores(x, coef, intercepts):
+    """float32 [N, T]: x . coef^T + intercepts in float32 (x cast first), four rows at a time
+    in 16-lane vectors (one dot at a time waited on its own adds and ran its ragged end in
+    scalars: 3-4x slower on 100 features)."""
+    n, c = x.shape
+    t = coef.shape[0]
+    xf = _flat_f32(x)
+    wf = _flat_f32(coef)
+    s = np.empty((n, t), np.float32)
+    full = c - c % LANES
+    rem = c - full
+    r = 0
+    while r + 4 <= n:
+        x0 = r * c
+        for j in range(t):
+            w0 = j * c
+            a0, a1, a2, a3 = vzero(), vzero(), vzero(), vzero()
+            for k in range(0, full, LANES):
+                w = vload(wf, w0 + k)
+                a0 = vfma(vload(xf, x0 + k), w, a0)
+                a1 = vfma(vload(xf, x0 + c + k), w, a1)
+                a2 = vfma(vload(xf, x0 + 2 * c + k), w, a2)
+                a3 = vfma(vload(xf, x0 + 3 * c + k), w, a3)
+            if rem:
+                w = vloadm(wf, w0 + full, rem)
+                a0 = vfma(vloadm(xf, x0 + full, rem), w, a0)
+                a1 = vfma(vloadm(xf, x0 + c + full, rem), w, a1)
+                a2 = vfma(vloadm(xf, x0 + 2 * c + full, rem), w, a2)
+                a3 = vfma(vloadm(xf, x0 + 3 * c + full, rem), w, a3)
+            b = intercepts[j]
+            s[r, j] = vhsum(a0) + b
+            s[r + 1, j] = vhsum(a1) + b
+            s[r + 2, j] = vhsum(a2) + b
+            s[r + 3, j] = vhsum(a3) + b
+        r += 4
+    for q in range(r, n):
+        for j in range(t):
+            s[q, j] = np.float32(_dot(x, q, coef, j) + intercepts[j])
+    return s
 
 
 @njit(**_DOT)
@@ -92,9 +147,10 @@ def linear_classifier(x, coef, intercepts, labels, post, add_second):
     k = 2 if add_second else t
     y = np.empty(n, np.int64)
     z = np.empty((n, k), np.float32)
+    s = _scores(x, coef, intercepts)
     for r in range(n):
         if t == 1:
-            v = np.float32(_dot(x, r, coef, 0) + intercepts[0])
+            v = s[r, 0]
             y[r] = labels[1] if v > 0 else labels[0]
             if post == LOGISTIC:
                 v = logistic(v)
@@ -108,7 +164,7 @@ def linear_classifier(x, coef, intercepts, labels, post, add_second):
             continue
         best = 0
         for j in range(t):
-            z[r, j] = np.float32(_dot(x, r, coef, j) + intercepts[j])
+            z[r, j] = s[r, j]
             if z[r, j] > z[r, best]:
                 best = j
         y[r] = labels[best]
@@ -123,10 +179,8 @@ def linear_regressor(x, coef, intercepts, post):
     as ORT's LinearRegressor."""
     n = x.shape[0]
     t = coef.shape[0]
-    z = np.empty((n, t), np.float32)
+    z = _scores(x, coef, intercepts)
     for r in range(n):
-        for j in range(t):
-            z[r, j] = np.float32(_dot(x, r, coef, j) + intercepts[j])
         if t == 1 and post == PROBIT:
             z[r, 0] = probit(z[r, 0])
     if t > 1 and post != NONE:

@@ -22,7 +22,8 @@ from .scalar import round_f16
 from .simd import (I32 as _I32, VEC as _VEC, elem_ptr as _elem_ptr, f32x16,
                    lane_mask as _lane_mask, splat as _splat, vadd as _vadd, vload as _vload,
                    vmul as _vmul, vstore as _vstore, vstorem as _vstorem, vsub as _vsub,
-                   vzero as _vzero, vmax as _vmax, vsplat as _vsplat)
+                   vzero as _vzero, vmax as _vmax, vsplat as _vsplat, vhmax as _vhmax,
+                   vhsum as _vhsum)
 
 _JIT = dict(cache=True, error_model="numpy")
 _F32_1D = types.Array(types.float32, 1, "C")
@@ -227,36 +228,6 @@ def _vtail(typingctx, v, cnt, fill):
     def codegen(context, builder, sig, args):
         return builder.select(_lane_mask(builder, args[1]), args[0], _splat(builder, args[2]))
     return f32x16(f32x16, types.intp, types.float32), codegen
-
-
-def _reduce_ir(builder, v, combine):
-    """Tree reduction of the 16 lanes of v with combine(builder, lo, hi) -> scalar."""
-    width, undef = 16, ir.Constant(v.type, ir.Undefined)
-    while width > 1:
-        half = width // 2
-        lo = builder.shuffle_vector(v, undef, ir.Constant(ir.VectorType(_I32, half),
-                                                          list(range(half))))
-        hi = builder.shuffle_vector(v, undef, ir.Constant(ir.VectorType(_I32, half),
-                                                          list(range(half, width))))
-        v, width, undef = combine(builder, lo, hi), half, ir.Constant(lo.type, ir.Undefined)
-    return builder.extract_element(v, _I32(0))
-
-
-@intrinsic
-def _vhmax(typingctx, v):
-    """Largest lane (a NaN lane is skipped unless it is compared last: callers keep NaNs out)."""
-    def codegen(context, builder, sig, args):
-        return _reduce_ir(builder, args[0], lambda b, x, y: b.select(
-            b.fcmp_ordered(">", x, y), x, y))
-    return types.float32(f32x16), codegen
-
-
-@intrinsic
-def _vhsum(typingctx, v):
-    """Sum of the lanes (pairwise)."""
-    def codegen(context, builder, sig, args):
-        return _reduce_ir(builder, args[0], lambda b, x, y: b.fadd(x, y))
-    return types.float32(f32x16), codegen
 
 
 @njit(**_JIT)

@@ -3,13 +3,13 @@
 LLVM's auto-vectoriser prefers 256-bit vectors on skylake-avx512-class CPUs, so loops never
 use zmm registers.  Instead the Numba type ``F32x16`` has the LLVM vector ``<LANES x float>``
 as its data model, and a handful of ``@intrinsic``s (load / broadcast / fma / add / select /
-relu / masked load and store / prefetch / 16 x 16 transpose) emit vector IR directly;
-accumulators are plain local variables, so LLVM keeps them in registers (explicit 512-bit
-vector IR is legal without any function attribute: the X86 backend only narrows vectors it
-created itself).  The intrinsics
-do NO bounds checking - their callers guarantee every access is in range (prefetches may point
-past the end; they never fault).  Every intrinsic is static (no dynamic globals), so the
-kernels built on them stay disk-cacheable.
+relu / masked load and store / prefetch / 16 x 16 transpose / lane sum and max) emit vector
+IR directly; accumulators are plain local variables, so LLVM keeps them in registers
+(explicit 512-bit vector IR is legal without any function attribute: the X86 backend only
+narrows vectors it created itself).  The intrinsics do NO bounds checking - their callers
+guarantee every access is in range (prefetches may point past the end; they never fault).
+Every intrinsic is static (no dynamic globals), so the kernels built on them stay
+disk-cacheable.
 
 ``LANES`` is the one place the vector width is written.  Today every explicit-vector kernel
 is 16 lanes (one AVX-512 register) and is chosen only where ``has_avx512()`` - read from
@@ -255,6 +255,36 @@ def vsplat(typingctx, x):
     def codegen(context, builder, sig, args):
         return splat(builder, args[0])
     return f32x16(types.float32), codegen
+
+
+def reduce_ir(builder, v, combine):
+    """Tree reduction of the LANES lanes of v with combine(builder, lo, hi) -> scalar."""
+    width, undef = LANES, ir.Constant(v.type, ir.Undefined)
+    while width > 1:
+        half = width // 2
+        lo = builder.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, half),
+                                                          list(range(half))))
+        hi = builder.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, half),
+                                                          list(range(half, width))))
+        v, width, undef = combine(builder, lo, hi), half, ir.Constant(lo.type, ir.Undefined)
+    return builder.extract_element(v, I32(0))
+
+
+@intrinsic
+def vhmax(typingctx, v):
+    """Largest lane (a NaN lane is skipped unless it is compared last: callers keep NaNs out)."""
+    def codegen(context, builder, sig, args):
+        return reduce_ir(builder, args[0], lambda b, x, y: b.select(
+            b.fcmp_ordered(">", x, y), x, y))
+    return types.float32(f32x16), codegen
+
+
+@intrinsic
+def vhsum(typingctx, v):
+    """Sum of the lanes (pairwise)."""
+    def codegen(context, builder, sig, args):
+        return reduce_ir(builder, args[0], lambda b, x, y: b.fadd(x, y))
+    return types.float32(f32x16), codegen
 
 
 @intrinsic
