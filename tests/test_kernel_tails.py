@@ -15,6 +15,7 @@ import pytest
 from onnxjit.kernels import conv_s2 as s2
 from onnxjit.kernels import qgemm, sgemm
 from onnxjit.kernels.normalization import _layer_norm_f32, softmax_f32
+from tests.helpers import numba_threads
 
 SENTINEL = np.float32(-7.25e7)
 GUARD = 80          # floats of guard on each side (more than a vector's 16 lanes, and 32)
@@ -322,3 +323,38 @@ def test_qgemm_madd_refuses_wide_weights():
     lowering then keeps the float64 path)."""
     b = np.random.default_rng(3).integers(-128, 128, (64, 48)).astype(np.int8)
     assert qgemm.pack_b_madd(b, 0) is None
+
+
+@pytest.mark.parametrize("m", [61, 96])
+def test_qgemm_threads_split_rows(m):
+    """Products over QGEMM_PAR_MIN_MACS run their row blocks on Numba's threads: the int32 sums
+    and the dequantized float32 rows (both kernels: VNNI where the target has it, AVX2 madd)
+    equal the exact product on 1 thread and on 2, a ragged last block included."""
+    from onnxjit.kernels.parallel import QGEMM_PAR_MIN_MACS
+    from onnxjit.target import host
+    rng = np.random.default_rng(m)
+    k, n = 260, 200
+    assert m * k * n >= QGEMM_PAR_MIN_MACS
+    a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+    b = np.clip(np.round(rng.standard_normal((k, n)) * 40), -128, 127).astype(np.int8)
+    za, zb = np.array([7], np.uint8), -2
+    scale = np.array([0.0125], np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    want = (a.astype(np.int64) - 7) @ (b.astype(np.int64) - zb)
+    want_f = want.astype(np.float32) * scale[0] + bias
+    kernels = []
+    packed = qgemm.pack_b_madd(b, zb)
+    assert packed is not None
+    bp, colsum, zbs, fix = packed
+    kernels.append((lambda: qgemm.qgemm_u8s8_madd(a, za, bp, colsum, zbs, n, fix),
+                    lambda: qgemm.qgemm_u8s8_madd_f32(a, za, bp, colsum, zbs, n, fix, scale,
+                                                      bias)))
+    if host().int8_dot == "vnni":
+        bq, cq, zq = qgemm.pack_b_s8(b, zb)
+        kernels.append((lambda: qgemm.qgemm_u8s8(a, za, bq, cq, zq, n),
+                        lambda: qgemm.qgemm_u8s8_f32(a, za, bq, cq, zq, n, scale, bias)))
+    for sums, dequantized in kernels:
+        for threads in (1, 2):
+            with numba_threads(threads):
+                np.testing.assert_array_equal(sums(), want, err_msg=f"{threads} threads")
+                np.testing.assert_array_equal(dequantized(), want_f, err_msg=f"{threads} threads")

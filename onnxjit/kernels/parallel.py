@@ -26,6 +26,7 @@ NO = np.bool_(False)
 
 # Work thresholds: below these a kernel runs on one thread.
 PAR_MIN_MACS = 1 << 19        # GEMM-like kernels (sgemm, bmm, packed / strided conv): multiply-adds
+QGEMM_PAR_MIN_MACS = 1 << 21     # int8 GEMM (qgemm): u8 x s8 multiply-adds, 2-4x the fp32 rate
 WINOGRAD_PAR_MIN_MACS = 1 << 20   # Winograd conv: output pixels x M x C (winograd.py says why)
 CONCAT_PAR_MIN = 1 << 17      # Concat: output elements
 POOL_PAR_MIN = 1 << 17        # pooling: window taps in all (outputs x kernel size)

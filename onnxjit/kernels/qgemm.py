@@ -32,10 +32,12 @@ and the lowering keeps the float64 BLAS path.
 import llvmlite.binding as _ll
 import numpy as np
 from llvmlite import ir
-from numba import njit
+from numba import njit, prange
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from . import PRANGE_ONLY
+from .parallel import I0, QGEMM_PAR_MIN_MACS, num_threads, split_range
 from .simd import f32x16, vbcast, vload, vstore, vzero
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -198,11 +200,11 @@ def qgemm_u8s8(a, za, bp, colsum, zb, n):
     af = ap.reshape(ap.size).view(np.float32)
     c = np.empty((m, ldc), np.int32)
     cf = c.reshape(m * ldc).view(np.float32)
-    m0 = 0
-    while m0 < m:
-        rows = min(MR, m - m0)
-        _block(af, k4, bpf, bp.shape[0], cf, ldc, m0, rows, colf, rowf, m0)
-        m0 += rows
+    nt = _threads(m, k4, ldc, MR)
+    if nt > 1:
+        _rows_par(af, k4, bpf, bp.shape[0], cf, ldc, colf, rowf, m, nt)
+    else:
+        _rows(af, k4, bpf, bp.shape[0], cf, ldc, colf, rowf, I0, m)
     if ldc != n:
         return c[:, :n].copy()
     return c
@@ -217,16 +219,60 @@ def qgemm_u8s8_f32(a, za, bp, colsum, zb, n, scale, bias):
     ap, bpf, ldc, colf, rowf = _operands(a, za, bp, colsum, zb, n, NR)
     k4 = bp.shape[1]
     af = ap.reshape(ap.size).view(np.float32)
+    out = np.empty((m, n), np.float32)
+    nt = _threads(m, k4, ldc, MR)
+    if nt > 1:
+        _rows_f32_par(af, k4, bpf, bp.shape[0], ldc, colf, rowf, scale, bias, out, m, nt)
+    else:
+        _rows_f32(af, k4, bpf, bp.shape[0], ldc, colf, rowf, scale, bias, out, I0, m)
+    return out
+
+
+@njit(**_JIT)
+def _threads(m, k4, ldc, mr):
+    """How many threads a product of m rows, 4 * k4 deep, ldc wide runs on: one below
+    QGEMM_PAR_MIN_MACS, else up to Numba's count while each gets two row blocks."""
+    nt = num_threads()
+    if nt < 2 or m * k4 * 4 * ldc < QGEMM_PAR_MIN_MACS:
+        return 1
+    return max(1, min(nt, m // (2 * mr)))
+
+
+@njit(**_JIT)
+def _rows(af, k4, bpf, npan, cf, ldc, colf, rowf, r0, r1):
+    """Rows [r0, r1) of the int32 product into C's own rows (VNNI)."""
+    m0 = r0
+    while m0 < r1:
+        rows = min(MR, r1 - m0)
+        _block(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf, m0)
+        m0 += rows
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _rows_par(af, k4, bpf, npan, cf, ldc, colf, rowf, m, nt):
+    for t in prange(nt):
+        r0, r1 = split_range(m, nt, t, MR)
+        _rows(af, k4, bpf, npan, cf, ldc, colf, rowf, r0, r1)
+
+
+@njit(**_JIT)
+def _rows_f32(af, k4, bpf, npan, ldc, colf, rowf, scale, bias, out, r0, r1):
+    """Rows [r0, r1) of the dequantized product (VNNI), through a 6-row int32 scratch."""
     c = np.empty((MR, ldc), np.int32)
     cf = c.reshape(MR * ldc).view(np.float32)
-    out = np.empty((m, n), np.float32)
-    m0 = 0
-    while m0 < m:
-        rows = min(MR, m - m0)
-        _block(af, k4, bpf, bp.shape[0], cf, ldc, m0, rows, colf, rowf, 0)
+    m0 = r0
+    while m0 < r1:
+        rows = min(MR, r1 - m0)
+        _block(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf, 0)
         _dequantize_rows(c, out, m0, rows, scale, bias)
         m0 += rows
-    return out
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _rows_f32_par(af, k4, bpf, npan, ldc, colf, rowf, scale, bias, out, m, nt):
+    for t in prange(nt):
+        r0, r1 = split_range(m, nt, t, MR)
+        _rows_f32(af, k4, bpf, npan, ldc, colf, rowf, scale, bias, out, r0, r1)
 
 
 @njit(**_JIT)
@@ -381,11 +427,11 @@ def qgemm_u8s8_madd(a, za, bp, colsum, zb, n, fix):
     af = ap.reshape(ap.size).view(np.float32)
     c = np.empty((m, ldc), np.int32)
     cf = c.reshape(m * ldc).view(np.float32)
-    m0 = 0
-    while m0 < m:
-        rows = min(MR_MADD, m - m0)
-        _block_madd(af, k4, bpf, bp.shape[0], cf, ldc, m0, rows, colf, rowf, m0)
-        m0 += rows
+    nt = _threads(m, k4, ldc, MR_MADD)
+    if nt > 1:
+        _rows_madd_par(af, k4, bpf, bp.shape[0], cf, ldc, colf, rowf, m, nt)
+    else:
+        _rows_madd(af, k4, bpf, bp.shape[0], cf, ldc, colf, rowf, I0, m)
     _fix_up(c, ap, fix, 0, m, 0)
     if ldc != n:
         return c[:, :n].copy()
@@ -400,14 +446,51 @@ def qgemm_u8s8_madd_f32(a, za, bp, colsum, zb, n, fix, scale, bias):
     ap, bpf, ldc, colf, rowf = _operands(a, za, bp, colsum, zb, n, NR_MADD)
     k4 = bp.shape[1]
     af = ap.reshape(ap.size).view(np.float32)
+    out = np.empty((m, n), np.float32)
+    nt = _threads(m, k4, ldc, MR_MADD)
+    if nt > 1:
+        _rows_madd_f32_par(af, ap, k4, bpf, bp.shape[0], ldc, colf, rowf, fix, scale, bias,
+                           out, m, nt)
+    else:
+        _rows_madd_f32(af, ap, k4, bpf, bp.shape[0], ldc, colf, rowf, fix, scale, bias, out,
+                       I0, m)
+    return out
+
+
+@njit(**_JIT)
+def _rows_madd(af, k4, bpf, npan, cf, ldc, colf, rowf, r0, r1):
+    """Rows [r0, r1) of the int32 product into C's own rows (AVX2 madd; fix-up apart)."""
+    m0 = r0
+    while m0 < r1:
+        rows = min(MR_MADD, r1 - m0)
+        _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf, m0)
+        m0 += rows
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _rows_madd_par(af, k4, bpf, npan, cf, ldc, colf, rowf, m, nt):
+    for t in prange(nt):
+        r0, r1 = split_range(m, nt, t, MR_MADD)
+        _rows_madd(af, k4, bpf, npan, cf, ldc, colf, rowf, r0, r1)
+
+
+@njit(**_JIT)
+def _rows_madd_f32(af, ap, k4, bpf, npan, ldc, colf, rowf, fix, scale, bias, out, r0, r1):
+    """Rows [r0, r1) of the dequantized product (AVX2 madd), each 4-row block fixed up and
+    dequantized while its sums are in cache."""
     c = np.empty((MR_MADD, ldc), np.int32)
     cf = c.reshape(MR_MADD * ldc).view(np.float32)
-    out = np.empty((m, n), np.float32)
-    m0 = 0
-    while m0 < m:
-        rows = min(MR_MADD, m - m0)
-        _block_madd(af, k4, bpf, bp.shape[0], cf, ldc, m0, rows, colf, rowf, 0)
+    m0 = r0
+    while m0 < r1:
+        rows = min(MR_MADD, r1 - m0)
+        _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf, 0)
         _fix_up(c, ap, fix, m0, rows, 0)
         _dequantize_rows(c, out, m0, rows, scale, bias)
         m0 += rows
-    return out
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _rows_madd_f32_par(af, ap, k4, bpf, npan, ldc, colf, rowf, fix, scale, bias, out, m, nt):
+    for t in prange(nt):
+        r0, r1 = split_range(m, nt, t, MR_MADD)
+        _rows_madd_f32(af, ap, k4, bpf, npan, ldc, colf, rowf, fix, scale, bias, out, r0, r1)
