@@ -110,6 +110,35 @@ def test_lowerings_choose_kernels_from_the_target_they_are_handed():
     assert conv is None and packed is None and not softmax
 
 
+def test_winograd_point_gemms_follow_the_target():
+    """A 3x3 stride-1 Conv picks Winograd on every target; its point GEMMs run onnxjit's
+    register-blocked kernels (threaded per point) only on AVX-512, BLAS from one thread
+    elsewhere, as the call the lowering records says."""
+    import onnx
+    from onnx import helper
+
+    from onnxjit.ir import Value
+    from onnxjit.kernels.winograd import GEMM_BLAS, GEMM_CK
+    from onnxjit.specialize import specialize
+    from onnxjit.target import Target
+    import onnxjit.ops  # noqa: F401  (registers the lowerings)
+    w = onnx.numpy_helper.from_array(
+        np.random.default_rng(2).standard_normal((32, 16, 3, 3)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
+                              "g", [helper.make_tensor_value_info("x", 1, [1, 16, 28, 28])],
+                              [helper.make_tensor_value_info("y", 1, None)], initializer=[w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    for t, gemm in ((Target("avx512", 512), GEMM_CK), (Target("avx2", 256), GEMM_BLAS),
+                    (Target("generic", 128), GEMM_BLAS)):
+        program = specialize(model, [Value((1, 16, 28, 28), np.dtype(np.float32), name="x")],
+                             target=t)
+        conv = next(s for s in program.steps if s.meta.get("kind") == "conv")
+        assert conv.meta["plan"][0] == "winograd" and conv.meta["wgemm"] == gemm
+        call = conv.op
+        assert call.kernel == ("winograd", "conv3x3")
+        assert call.args[call.names.index("gemm")].value == gemm
+
+
 def test_int8_gemm_follows_the_target():
     """MatMulInteger by constant int8 weights: the AVX512-VNNI kernel only where the target has
     VNNI, the AVX2 vpmaddubsw kernel on AVX2 (and AVX-512 without VNNI), float64 BLAS on the

@@ -13,7 +13,8 @@ from onnx import helper as oh
 from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from onnxjit.kernels.winograd import conv3x3, use_winograd, winograd_weights
+from onnxjit.kernels.winograd import (GEMM_BLAS, GEMM_CK, conv3x3, point_gemm,
+                                      use_winograd, winograd_weights)
 
 REL = {np.float32: 1e-4, np.float64: 1e-12}
 
@@ -63,11 +64,14 @@ def _inputs(N, C, M, H, W, pads, dtype, with_res, seed=0):
 def _check(x, w, b, pads, act, res, m, engine="reference"):
     dtype = x.dtype.type
     ref = _reference(x, w, b, pads, act, res, engine)
-    got = conv3x3(x, winograd_weights(w, m), b, pads, act, res)
-    assert got.shape == ref.shape and got.dtype == ref.dtype
-    scale = max(float(np.abs(ref).max()), 1e-30)
-    err = float(np.abs(got.astype(np.float64) - ref).max()) / scale
-    assert err <= REL[dtype], f"relative error {err:.3g} (m={m}, {dtype.__name__})"
+    # both point-GEMM kernels where the dtype has them (the register-blocked one runs on AVX2
+    # CPUs too, as two ymm halves; it is only chosen on AVX-512)
+    for gemm in (GEMM_BLAS, GEMM_CK) if dtype == np.float32 else (GEMM_BLAS,):
+        got = conv3x3(x, winograd_weights(w, m), b, pads, act, res, gemm)
+        assert got.shape == ref.shape and got.dtype == ref.dtype
+        scale = max(float(np.abs(ref).max()), 1e-30)
+        err = float(np.abs(got.astype(np.float64) - ref).max()) / scale
+        assert err <= REL[dtype], f"relative error {err:.3g} (m={m}, {dtype.__name__}, {gemm=})"
 
 
 PADS = [(0, 0, 0, 0), (1, 1, 1, 1), (0, 1, 1, 0), (2, 0, 1, 3)]
@@ -130,7 +134,8 @@ def test_wide_channels_accuracy(m, C):
 def test_empty_output():
     x = np.zeros((1, 2, 1, 1), np.float32)
     w = np.ones((3, 2, 3, 3), np.float32)
-    y = conv3x3(x, winograd_weights(w, 2), np.zeros(3, np.float32), (0, 0, 0, 0), 0, None)
+    y = conv3x3(x, winograd_weights(w, 2), np.zeros(3, np.float32), (0, 0, 0, 0), 0, None,
+                GEMM_BLAS)
     assert y.shape == (1, 3, 0, 0)
 
 
@@ -192,9 +197,20 @@ def test_repeated_parallel_calls_keep_residual(C, M, m):
         ref = _reference(x, w, b, (1, 1, 1, 1), 1, res, "ort")
         u = winograd_weights(w, m)
         scale = float(np.abs(ref).max())
-        for call in range(20):
-            got = conv3x3(x, u, b, (1, 1, 1, 1), 1, res)
-            err = float(np.abs(got - ref).max()) / scale
-            assert err <= REL[np.float32], f"call {call}: relative error {err:.3g}"
+        for gemm in (GEMM_CK, GEMM_BLAS):    # BLAS: the transforms threaded, BLAS not
+            for call in range(20):
+                got = conv3x3(x, u, b, (1, 1, 1, 1), 1, res, gemm)
+                err = float(np.abs(got - ref).max()) / scale
+                assert err <= REL[np.float32], f"{gemm=} call {call}: relative error {err:.3g}"
     finally:
         numba.set_num_threads(old)
+
+
+def test_point_gemm_comes_from_the_target():
+    """The register-blocked point GEMMs only for float32 on AVX-512; BLAS elsewhere (AVX2,
+    generic, float64), and a Conv lowered for a target carries that choice."""
+    from onnxjit.target import Target
+    assert point_gemm(Target("avx512", 512), np.float32) == GEMM_CK
+    assert point_gemm(Target("avx512", 512), np.float64) == GEMM_BLAS
+    assert point_gemm(Target("avx2", 256), np.float32) == GEMM_BLAS
+    assert point_gemm(Target("generic", 128), np.float32) == GEMM_BLAS

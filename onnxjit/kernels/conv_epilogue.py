@@ -12,8 +12,8 @@ _JIT = dict(cache=True, error_model="numpy")
 
 
 @njit(**_JIT)
-def winograd_act(x, u, b, pads, act, res, bounds):
-    return act_inplace(winograd.conv3x3(x, u, b, pads, 0, res), act, bounds)
+def winograd_act(x, u, b, pads, act, res, gemm, bounds):
+    return act_inplace(winograd.conv3x3(x, u, b, pads, 0, res, gemm), act, bounds)
 
 
 @njit(**_JIT)

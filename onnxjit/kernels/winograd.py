@@ -12,7 +12,7 @@ T counts tiles.  F(2x2) does 16/9 = 1.78 multiplies per output instead of 9, F(4
 Pieces:
   * ``winograd_weights(w, m)`` (plain numpy, prepare time): U = G g G^T, stored transposed
     per point as (alpha^2, C, M).
-  * ``conv3x3(x, u, b, pads, act, res)`` (njit): per chunk of tile rows, input transform into
+  * ``conv3x3(x, u, b, pads, act, res, gemm)`` (njit): per chunk of tile rows, input transform into
     V (alpha^2, C, Tc), alpha^2 GEMMs into Y (alpha^2, M, Tc) (onnxjit's AVX-512 kernels for
     float32 where available, else BLAS), output transform with bias, residual and activation
     fused into the store.  With several Numba threads each phase is split between them
@@ -38,7 +38,6 @@ from . import PRANGE_ONLY
 from .microkernels import ck1, ck4, ck8, ck12
 from .parallel import I0, NO, WINOGRAD_PAR_MIN_MACS, num_threads, split_range
 from .sgemm import NR64
-from .simd import has_avx512
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -501,16 +500,24 @@ def _output_transform(yb, m, th, tw, g0, g1, y, b, rf, act, ob, mm0, mm1):
 
 # ---------------------------------------------------------------- point GEMMs
 # Y[p] (M, Tc) = U[p] (M, C) @ V[p] (C, Tc) for the points p0 <= p < p1.  The weights are
-# stored transposed, U^T[p] (C, M): float32 on AVX-512 runs onnxjit's register-blocked
-# kernels (microkernels.ck*: 12 output channels broadcast from a U^T row, 32 tiles of V streamed in
-# place, masked ragged tail), so each thread of a parallel region does its points without
-# BLAS (a multi-threaded BLAS called from several threads at once serialises or
-# oversubscribes); otherwise one BLAS call per point.
+# stored transposed, U^T[p] (C, M).  Which kernel multiplies is the `gemm` argument of
+# conv3x3, chosen at lowering from the target (point_gemm):
+# GEMM_CK: float32 on AVX-512 runs onnxjit's register-blocked kernels (microkernels.ck*: 12
+#   output channels broadcast from a U^T row, 32 tiles of V streamed in place, masked ragged
+#   tail), so each thread of a parallel region does its points without BLAS;
+# GEMM_BLAS: one BLAS call per point, always from the calling thread: a multi-threaded BLAS
+#   called from several threads at once serialises or oversubscribes (docs/design.md measured
+#   4-5x), so with BLAS only the transforms are split over threads, and BLAS threads itself.
 _GEMM_KC = 256  # K (input channel) block
-_USE_CK = has_avx512()
+GEMM_BLAS, GEMM_CK = 0, 1
 
 
-def _point_gemms(u, V, yb, C, M, tc, p0, p1, zb, serial):
+def point_gemm(target, dtype):
+    """The point-GEMM kernel conv3x3 runs on `target` for images of `dtype`."""
+    return GEMM_CK if target.avx512 and np.dtype(dtype) == np.float32 else GEMM_BLAS
+
+
+def _point_gemms(u, V, yb, C, M, tc, p0, p1, zb, serial, gemm):
     """Y[p] for p in [p0, p1) into the flat yb at pitch _LDY (only callable when jitted).
 
     serial: the caller runs on one thread; then BLAS is used below 256 input channels
@@ -565,12 +572,16 @@ def _ck_points(u, V, yb, C, M, tc, p0, p1, zb, serial):
 
 
 @overload(_point_gemms)
-def _point_gemms_impl(u, V, yb, C, M, tc, p0, p1, zb, serial):
-    if _USE_CK and u.dtype == types.float32:
-        return lambda u, V, yb, C, M, tc, p0, p1, zb, serial: _ck_points(
-            u, V, yb, C, M, tc, p0, p1, zb, serial)
+def _point_gemms_impl(u, V, yb, C, M, tc, p0, p1, zb, serial, gemm):
+    if u.dtype == types.float32:
+        def f32(u, V, yb, C, M, tc, p0, p1, zb, serial, gemm):
+            if gemm == GEMM_CK:
+                _ck_points(u, V, yb, C, M, tc, p0, p1, zb, serial)
+            else:
+                _blas_points(u, V, yb, M, tc, p0, p1)
+        return f32
 
-    def blas(u, V, yb, C, M, tc, p0, p1, zb, serial):
+    def blas(u, V, yb, C, M, tc, p0, p1, zb, serial, gemm):
         _blas_points(u, V, yb, M, tc, p0, p1)
     return blas
 
@@ -606,7 +617,7 @@ def _thread_scratch(x, nt, rows, th, tw, m):
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
+def _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt, gemm):
     """The chunk loop of ``conv3x3`` with each phase split over `nt` threads (each with its
     own scratch): the input transform by input channels, the point GEMMs by points, the
     output transform by output channels.  nt = 1 runs it all on the calling thread."""
@@ -625,23 +636,26 @@ def _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
         if nt == 1:
             _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[0], Ts[0], Ps[0], halos[0],
                              I0, C)
-            _point_gemms(u, V, ybuf, C, M, tc, I0, a2, zb, True)
+            _point_gemms(u, V, ybuf, C, M, tc, I0, a2, zb, True, gemm)
             _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[0], I0, M)
             continue
         for t in prange(nt):
             c0, c1 = split_range(C, nt, t, 1)
             _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[t], Ts[t], Ps[t], halos[t],
                              c0, c1)
-        for t in prange(nt):
-            p0, p1 = split_range(a2, nt, t, 1)
-            _point_gemms(u, V, ybuf, C, M, tc, p0, p1, zb, False)
+        if gemm == GEMM_CK:
+            for t in prange(nt):
+                p0, p1 = split_range(a2, nt, t, 1)
+                _point_gemms(u, V, ybuf, C, M, tc, p0, p1, zb, False, gemm)
+        else:       # BLAS threads itself: called from this thread only
+            _point_gemms(u, V, ybuf, C, M, tc, I0, a2, zb, True, gemm)
         for t in prange(nt):
             m0, m1 = split_range(M, nt, t, 1)
             _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[t], m0, m1)
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
+def _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt, gemm):
     """The chunk loop of ``conv3x3`` with whole chunks split over `nt` threads, each with
     its own V, Y and scratch: one fork/join per Conv instead of three per chunk, for convs
     whose transformed weights U are small enough (see conv3x3) that every thread streaming
@@ -664,7 +678,7 @@ def _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt):
             V = vbufs[t, :a2 * C * tc].reshape((a2, C, tc))
             _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[t], Ts[t], Ps[t],
                              halos[t], I0, C)
-            _point_gemms(u, V, ybufs[t], C, M, tc, I0, a2, zb, False)
+            _point_gemms(u, V, ybufs[t], C, M, tc, I0, a2, zb, False, gemm)
             _output_transform(ybufs[t], m, th, tw, g0, g1, y, b, rf, act, obs[t], I0, M)
 
 
@@ -679,12 +693,13 @@ def _flat_res(res, y):
 
 
 @njit(**_JIT)
-def conv3x3(x, u, b, pads, act, res):
+def conv3x3(x, u, b, pads, act, res, gemm):
     """y = act(conv3x3(x) + b (+ res)) for stride 1, dilation 1, group 1, by Winograd.
 
     x (N, C, H, W) C-contiguous float32/float64; u = winograd_weights(w, m) in x's dtype,
     (alpha^2, C, M) with m = 2 or 4 read off its first dim; b (M,); pads (top, left, bottom,
-    right) >= 0; act 0 none / 1 Relu; res None or a C-contiguous (N, M, OH, OW) array.
+    right) >= 0; act 0 none / 1 Relu; res None or a C-contiguous (N, M, OH, OW) array; gemm
+    the point-GEMM kernel (``point_gemm(target, dtype)``; GEMM_CK only for float32).
     Returns a new (N, M, OH, OW) array of x's dtype.  Output widths above ~1000 (m=2) or
     M*ceil(OW/m) > 65600 exceed the scratch buffers and raise (use_winograd returns 0).
     """
@@ -708,15 +723,16 @@ def conv3x3(x, u, b, pads, act, res):
     tcmax = rows * tw
     macs = N * OH * OW * M * C
     nt = num_threads()
-    if nt > 1 and macs >= _CHUNKS_MIN_MACS and a2 * C * M * x.itemsize <= _CHUNKS_MAX_U \
+    if nt > 1 and gemm == GEMM_CK and macs >= _CHUNKS_MIN_MACS \
+            and a2 * C * M * x.itemsize <= _CHUNKS_MAX_U \
             and nrows >= nt and (nrows // nt) * tw >= _CHUNK_MIN_TILES:
         rows = min(rows, (nrows + nt - 1) // nt)
         nchunks = (nrows + rows - 1) // rows
         nchunks = (nchunks + nt - 1) // nt * nt  # a whole number of chunks per thread
         rows = (nrows + nchunks - 1) // nchunks
-        _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, rows * tw, nt)
+        _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, rows * tw, nt, gemm)
         return y
     if macs < WINOGRAD_PAR_MIN_MACS:
         nt = 1
-    _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt)
+    _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt, gemm)
     return y

@@ -76,6 +76,7 @@ def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_s
             "plan": None}     # ... and how they will be
     meta["plan"] = _conv_plan(ctx.target, x, w, kernel, s, d, p, int(group), out,
                               meta["depthwise"])
+    meta["wgemm"] = winograd.point_gemm(ctx.target, x.dtype)   # Winograd's point GEMMs
     # the SIMD 3x3 depthwise kernel, where it measured faster (kernels/depthwise.py)
     meta["dw3"] = meta["depthwise"] and depthwise.use_depthwise3x3(x.shape, x.dtype, kernel, s,
                                                                    d, False, ctx.target)
@@ -142,9 +143,10 @@ def _conv_op(meta):
     if kind == "avx2_1x1":
         return call("gemm_avx2", "conv1x1_avx2", x, w, (Param(arg), "m"), b, act, res, bounds)
     if kind == "winograd":
+        gemm = (Param(meta["wgemm"]), "gemm")
         if wrap:
-            return call("conv_epilogue", "winograd_act", x, w, b, pads, act, res, bounds)
-        return call("winograd", "conv3x3", x, w, b, pads, act, res)
+            return call("conv_epilogue", "winograd_act", x, w, b, pads, act, res, gemm, bounds)
+        return call("winograd", "conv3x3", x, w, b, pads, act, res, gemm)
     if kind == "s2":
         m, kernel = arg
         args = (x, w, (Param(m), "m"), (Param(kernel), "kernel"), b, pads, act, res)
