@@ -298,3 +298,23 @@ def test_one_random_inputs_helper():
     assert onnxjit.tools.show.random_inputs is onnxjit.inputs.random_inputs
     assert onnxjit.tools.bench.model_inputs is onnxjit.inputs.model_inputs
     assert onnxjit.tools.bench.parse_dims is onnxjit.inputs.parse_dims
+
+
+def test_kernels_import_only_public_names_of_their_siblings():
+    """kernels/ is layered (simd, parallel, micro-kernels, then the kernels): a kernel module
+    uses what a sibling exports, never its private names (`from .conv import _x`, or
+    `sgemm._x`), so each module's private helpers can change without breaking another's."""
+    found = []
+    kernels = PACKAGE / "kernels"
+    siblings = {p.stem for p in kernels.glob("*.py")}
+    for path in sorted(kernels.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module in siblings:
+                found += [f"{path.name}: from .{node.module} import {a.name}"
+                          for a in node.names if a.name.startswith("_")]
+            elif (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                  and not node.attr.startswith("__") and isinstance(node.value, ast.Name)
+                  and node.value.id in siblings and node.value.id != path.stem):
+                found.append(f"{path.name}: {node.value.id}.{node.attr}")
+    assert not found, found

@@ -1,8 +1,8 @@
 """Conv and ConvTranspose kernels: im2col / col2im around BLAS GEMM.
 
 Conv (``_conv5``) works per (image, group) and tile of output rows: the input is copied once
-into a zero-padded, stride-phase-split layout (``_phase_split``; skipped for stride 1 without
-padding), from which im2col (``_im2col_split``) is plain contiguous runs; ``gemm_into`` then
+into a zero-padded, stride-phase-split layout (``phase_split``; skipped for stride 1 without
+padding), from which im2col (``im2col_split``) is plain contiguous runs; ``gemm_into`` then
 writes the tile's GEMM straight into its block of y (BLAS with a leading dimension, no tile
 buffer or copy-out), and the epilogue act(y + b (+ res)) runs in place while the block is in
 cache.  1x1 kernels skip im2col (the possibly subsampled input is the column matrix).
@@ -173,15 +173,15 @@ def gemm_into(a, b, c):
 _TILE_BYTES = 1 << 19
 _MIN_TILE_COLS = 384  # narrower GEMMs lose more to BLAS overhead than they gain in cache
 # 1x1 stride-1 convs need no im2col; column blocks only keep the epilogue's block in L2.
-_PW_TILE_BYTES = 1 << 21
-_PW_MIN_TILE_COLS = 1024
+PW_TILE_BYTES = 1 << 21
+PW_MIN_TILE_COLS = 1024
 # Kernels at least this wide read a phase-split copy of the input (many short, partly padded
 # runs otherwise); narrower ones (3x3, 7x1) im2col straight from x, which measured 2-5% faster.
-_SPLIT_MIN_KW = 5
+SPLIT_MIN_KW = 5
 
 
 @njit(inline="always", **_JIT)
-def _copy_run(dst, d0, src, s0, n, step):
+def copy_run(dst, d0, src, s0, n, step):
     """dst[d0 + i] = src[s0 + i*step] for i < n; unsigned indices let LLVM vectorise."""
     d0, s0, step = np.uint64(d0), np.uint64(s0), np.uint64(step)
     if step == 1:
@@ -203,7 +203,7 @@ def _zero_run(dst, d0, n):
 
 
 @njit(**_JIT)
-def _phase_split(xf, base, cg, in3, s3, p6, r3, e3, j0, xs):
+def phase_split(xf, base, cg, in3, s3, p6, r3, e3, j0, xs):
     """Padded, stride-phase-split copy of one (image, group) input (or a band of rows) for im2col.
 
     xs[c, rd, rh, rw, i, j, l] = xpad[c, i*sd + rd, (j0 + j)*sh + rh, l*sw + rw] for phases
@@ -235,9 +235,9 @@ def _phase_split(xf, base, cg, in3, s3, p6, r3, e3, j0, xs):
                             for rw in range(Rw):
                                 _zero_run(xs, o + rw * plane, Ew)
                             continue
-                        _copy_run(line, pw, xf, base + ((c * D + z) * H + v) * W, W, 1)
+                        copy_run(line, pw, xf, base + ((c * D + z) * H + v) * W, W, 1)
                         if Rw == 1:
-                            _copy_run(xs, o, line, 0, Ew, sw)
+                            copy_run(xs, o, line, 0, Ew, sw)
                         elif Rw == 2 and sw == 2:
                             o0, o1 = np.uint64(o), np.uint64(o + plane)
                             for t in range(uew):
@@ -247,14 +247,14 @@ def _phase_split(xf, base, cg, in3, s3, p6, r3, e3, j0, xs):
                                 xs[o1 + t] = b
                         else:
                             for rw in range(Rw):
-                                _copy_run(xs, o + rw * plane, line, rw, Ew, sw)
+                                copy_run(xs, o + rw * plane, line, rw, Ew, sw)
 
 
 @njit(**_JIT)
-def _im2col_split(xs, base, cg, k3, s3, d3, r3, e3, j0, o3, q0, q1, colf):
+def im2col_split(xs, base, cg, k3, s3, d3, r3, e3, j0, o3, q0, q1, colf):
     """Column rows (c, kd, kh, kw) for output rows q in [q0, q1) of the (OD*OH, OW) grid.
 
-    Reads the phase-split input xs[base:] (see _phase_split; its rows start at j0): each
+    Reads the phase-split input xs[base:] (see phase_split; its rows start at j0): each
     (row, q) is one run of OW contiguous elements, with no bounds checks or zero fill.
     """
     OH, OW = o3[1], o3[2]
@@ -284,7 +284,7 @@ def _im2col_split(xs, base, cg, k3, s3, d3, r3, e3, j0, o3, q0, q1, colf):
 
 
 @njit(**_JIT)
-def _im2col_rows(xf, base, cg, in3, k3, s3, p6, d3, o3, q0, q1, colf):
+def im2col_rows(xf, base, cg, in3, k3, s3, p6, d3, o3, q0, q1, colf):
     """Columns for output rows q in [q0, q1) of the (OD*OH, OW) grid into flat colf.
 
     Reads x directly (strided runs, bounds and zero fill per run): for small kernels this is
@@ -309,7 +309,7 @@ def _im2col_rows(xf, base, cg, in3, k3, s3, p6, d3, o3, q0, q1, colf):
                             continue
                         _zero_run(colf, dst, ow0)
                         src = base + ((c * D + idd) * H + ih) * W + woff + ow0 * s3[2]
-                        _copy_run(colf, dst + ow0, xf, src, ow1 - ow0, s3[2])
+                        copy_run(colf, dst + ow0, xf, src, ow1 - ow0, s3[2])
                         _zero_run(colf, dst + ow1, OW - ow1)
                     r += 1
 
@@ -388,10 +388,10 @@ def _conv5(x, w, b, s3, p6, d3, group, act, res):
     GEMM written straight into y, then the epilogue y = act(y + b (+ res)) on the (hot) block.
 
     im2col source: x itself for stride 1 without padding; for 1x1 kernels with stride / pads
-    and kernels >= _SPLIT_MIN_KW wide, a padded, stride-phase-split copy (_phase_split) from
+    and kernels >= SPLIT_MIN_KW wide, a padded, stride-phase-split copy (phase_split) from
     which im2col is plain contiguous runs (for 1-D and 2-D convs made per tile, the band of
     input rows the tile reads, so it stays in cache); otherwise x with bounds per run
-    (_im2col_rows).  1x1 kernels skip im2col: the (split) input is the column matrix.
+    (im2col_rows).  1x1 kernels skip im2col: the (split) input is the column matrix.
     """
     N, C, D, H, W = x.shape
     M, cg, KD, KH, KW = w.shape
@@ -411,12 +411,12 @@ def _conv5(x, w, b, s3, p6, d3, group, act, res):
           o3[2] + (KW - 1) * d3[2] // s3[2])
     direct = s3 == (1, 1, 1) and p6 == (0, 0, 0, 0, 0, 0)  # x already is that layout
     pointwise = kk == cg
-    split = not direct and (pointwise or KW >= _SPLIT_MIN_KW)
+    split = not direct and (pointwise or KW >= SPLIT_MIN_KW)
     banded = split and e3[0] == 1  # 1-D/2-D: split per tile (q is the output row)
     halo = e3[1] - o3[1]
     isz = x.itemsize
     if pointwise and direct:  # tiles are column blocks of x itself
-        pt = min(P, max(_PW_TILE_BYTES // (cg * isz), _PW_MIN_TILE_COLS))
+        pt = min(P, max(PW_TILE_BYTES // (cg * isz), PW_MIN_TILE_COLS))
         rows = 0
     else:
         rows = max(_TILE_BYTES // (kk * OW * isz), (_MIN_TILE_COLS + OW - 1) // OW)
@@ -439,14 +439,14 @@ def _conv5(x, w, b, s3, p6, d3, group, act, res):
             xoff = (n * C + g * cg) * D * H * W
             base = xoff if direct else 0
             if split and not banded:
-                _phase_split(xf, xoff, cg, (D, H, W), s3, p6, r3, e3, np.int64(0), xs)
+                phase_split(xf, xoff, cg, (D, H, W), s3, p6, r3, e3, np.int64(0), xs)
             for p0 in range(0, P, pt):
                 p1 = min(P, p0 + pt)
                 q0, q1 = p0 // OW, p1 // OW
                 eb, j0 = e3, 0
                 if banded:
                     eb, j0 = (np.int64(1), q1 - q0 + halo, e3[2]), q0
-                    _phase_split(xf, xoff, cg, (D, H, W), s3, p6, r3, eb, j0, xs)
+                    phase_split(xf, xoff, cg, (D, H, W), s3, p6, r3, eb, j0, xs)
                 if pointwise:
                     if banded:
                         bmat = xs[:cg * (p1 - p0)].reshape((cg, p1 - p0))
@@ -455,9 +455,9 @@ def _conv5(x, w, b, s3, p6, d3, group, act, res):
                 else:
                     col = colbuf[:kk * (p1 - p0)]
                     if direct or split:
-                        _im2col_split(xs, base, cg, k3, s3, d3, r3, eb, j0, o3, q0, q1, col)
+                        im2col_split(xs, base, cg, k3, s3, d3, r3, eb, j0, o3, q0, q1, col)
                     else:
-                        _im2col_rows(xf, xoff, cg, (D, H, W), k3, s3, p6, d3, o3, q0, q1, col)
+                        im2col_rows(xf, xoff, cg, (D, H, W), k3, s3, p6, d3, o3, q0, q1, col)
                     bmat = col.reshape((kk, p1 - p0))
                 gemm_into(w3[g], bmat, y[n, g * mg:(g + 1) * mg, p0:p1])
                 _epilogue(yf, (n * M + g * mg) * P + p0, P, mg, p1 - p0, b, g * mg, act, rf)

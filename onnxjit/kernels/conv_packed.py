@@ -18,11 +18,11 @@ import numpy as np
 from numba import njit, prange
 
 from . import PRANGE_ONLY
-from .conv import (_PW_MIN_TILE_COLS, _PW_TILE_BYTES, _SPLIT_MIN_KW, _im2col_rows,
-                   _im2col_split, _phase_split, as5d, from5d, opt5, pads6, put_window,
+from .conv import (PW_MIN_TILE_COLS, PW_TILE_BYTES, SPLIT_MIN_KW, im2col_rows,
+                   im2col_split, phase_split, as5d, from5d, opt5, pads6, put_window,
                    tup3)
 from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
-from .sgemm import CONV_MID_HW, NR, _conv1x1_small, gemm_cols, pack_a
+from .sgemm import CONV_MID_HW, NR, conv1x1_transposed, gemm_cols, pack_a
 
 _JIT = dict(cache=True, error_model="numpy")
 _TILE_BYTES = 1 << 19   # a tile's column matrix stays in L2 while the GEMM reads it
@@ -82,10 +82,10 @@ def _conv5(x, wp, M, k3, b, s3, p6, d3, act, res):
         col = np.empty(kk * P, np.float32)
         for n in range(N):
             for g in range(group):
-                _im2col_rows(xf, (n * C + g * cg) * D * H * W, cg, (D, H, W), k3, s3, p6, d3,
+                im2col_rows(xf, (n * C + g * cg) * D * H * W, cg, (D, H, W), k3, s3, p6, d3,
                              o3, I0, o3[0] * o3[1], col)
                 yo = (n * M + g * mg) * P
-                _conv1x1_small(col, kk, P, wp[g], mg, biasf[g * mg:], act, yf[yo:yo + mg * P],
+                conv1x1_transposed(col, kk, P, wp[g], mg, biasf[g * mg:], act, yf[yo:yo + mg * P],
                                has_res)
     else:
         geo = _geometry(x.shape, kk, k3, s3, p6, d3, o3, group)
@@ -114,10 +114,10 @@ def _geometry(shape, kk, k3, s3, p6, d3, o3, group):
           o3[2] + (k3[2] - 1) * d3[2] // s3[2])
     direct = s3 == (1, 1, 1) and p6 == (0, 0, 0, 0, 0, 0)
     pointwise = kk == cg
-    split = not direct and (pointwise or k3[2] >= _SPLIT_MIN_KW)
+    split = not direct and (pointwise or k3[2] >= SPLIT_MIN_KW)
     banded = split and e3[0] == 1
     if pointwise and direct:
-        pt = min(P, max(_PW_TILE_BYTES // (cg * 4), _PW_MIN_TILE_COLS))
+        pt = min(P, max(PW_TILE_BYTES // (cg * 4), PW_MIN_TILE_COLS))
     else:
         rows = max(_TILE_BYTES // (kk * OW * 4), (_MIN_TILE_COLS + OW - 1) // OW)
         pt = min(nq, max(1, rows)) * OW
@@ -177,7 +177,7 @@ def _tiles(xf, wp, biasf, yf, M, geo, act, has_res, u0, u1, pan0, pan1):
         wpf = wp[g].ravel()[pan0 * kk * NR:]
         bias = biasf[g * (M // group) + r0:]
         if split and not banded:
-            _phase_split(xf, xoff, cg, in3, s3, p6, r3, e3, I0, xs)
+            phase_split(xf, xoff, cg, in3, s3, p6, r3, e3, I0, xs)
         for p0 in range(t * pt, min(P, (t + 1) * pt) if ntiles > 1 else P, pt):
             p1 = min(P, p0 + pt)
             q0, q1 = p0 // OW, p1 // OW
@@ -189,17 +189,17 @@ def _tiles(xf, wp, biasf, yf, M, geo, act, has_res, u0, u1, pan0, pan1):
             eb, j0 = e3, 0
             if banded:
                 eb, j0 = (np.int64(1), q1 - q0 + halo, e3[2]), q0
-                _phase_split(xf, xoff, cg, in3, s3, p6, r3, eb, j0, xs)
+                phase_split(xf, xoff, cg, in3, s3, p6, r3, eb, j0, xs)
             if kk == cg:                 # 1x1 with stride / pads: the split copy is
                 base = 0 if banded else p0
                 gemm_cols(wpf, npan, mg, kk, xs, base, (p1 - p0) if banded else P, p1 - p0,
                           yf, yoff, P, bias, act, has_res)
                 continue
             if direct or split:
-                _im2col_split(xf if direct else xs, xoff if direct else 0, cg, k3, s3, d3, r3,
+                im2col_split(xf if direct else xs, xoff if direct else 0, cg, k3, s3, d3, r3,
                               eb, j0, o3, q0, q1, col)
             else:
-                _im2col_rows(xf, xoff, cg, in3, k3, s3, p6, d3, o3, q0, q1, col)
+                im2col_rows(xf, xoff, cg, in3, k3, s3, p6, d3, o3, q0, q1, col)
             gemm_cols(wpf, npan, mg, kk, col, I0, p1 - p0, p1 - p0, yf, yoff, P, bias, act,
                       has_res)
 

@@ -24,12 +24,11 @@ import numpy as np
 from numba import njit, prange
 
 from . import PRANGE_ONLY
-from .epilogue import NO_BOUNDS, vact
+from .epilogue import NO_BOUNDS, flat_res, vact
 from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
 from .sgemm import NR, pack_a
 from .simd import (row_vec, vadd, vbcast, vevens, vfma, vload, vloadm, vodds, vsplat,
                    vstore, vstorem, vzero)
-from .winograd import _flat_res
 
 _JIT = dict(cache=True, error_model="numpy")
 MB = 8          # output channels per register block (NR = 32 divides into 4 of them)
@@ -158,7 +157,7 @@ def conv_s2(x, wq, m, kernel, bias, pads, act, res, bounds=NO_BOUNDS):
         return y
     xf = np.ascontiguousarray(x).reshape(x.size)
     yf = y.reshape(y.size)
-    rf = _flat_res(res, y)
+    rf = flat_res(res, y)
     has_res = rf.size != 0
     bf = np.ascontiguousarray(bias)
     shape = np.array([N, C, H, W], np.int64)

@@ -99,3 +99,13 @@ def vact(v, act, lo, hi):
     if act == HARDSWISH:
         return vmul(v, vclip(vfma(lo, v, hi), vzero(), vsplat(np.float32(1.0))))
     return v
+
+
+@njit(inline="always", **_JIT)
+def flat_res(res, y):
+    """The residual flattened, or an empty array for none.  Parallel regions get this, never
+    an Optional: Numba 0.68 lowers an Optional array captured by a prange body wrongly (the
+    residual was dropped on some calls)."""
+    if res is None:
+        return np.empty(0, y.dtype)
+    return res.reshape(res.size)

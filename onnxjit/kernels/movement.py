@@ -4,7 +4,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import PRANGE_ONLY
-from .conv import _copy_run
+from .conv import copy_run
 from .parallel import CONCAT_PAR_MIN, I0, num_threads, split_range
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -43,7 +43,7 @@ def _concat_part(xs, y, outer, widths, total, t, nt):
         w = widths[i]
         a0, a1 = (0, w) if by_rows else split_range(w, nt, t, 16)
         for r in range(r0, r1):
-            _copy_run(y, r * total + at + a0, xf, r * w + a0, a1 - a0, 1)
+            copy_run(y, r * total + at + a0, xf, r * w + a0, a1 - a0, 1)
         at += w
 
 

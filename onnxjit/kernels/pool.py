@@ -26,7 +26,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic, overload
 
 from . import PRANGE_ONLY
-from .conv import _copy_run, as5d, from5d, pads6, put_window, span, tup3
+from .conv import copy_run, as5d, from5d, pads6, put_window, span, tup3
 from .parallel import I0, LRN_PAR_MIN, POOL_PAR_MIN, num_threads, split_range
 from .simd import (f32x16, lane_op, row_vec, vadd, vbcast, vevens, vload, vmax, vmul, vnext, vodds,
                    vsplat, vstore, vstorem)
@@ -139,7 +139,7 @@ def fill_phases(xf, nc0, m, nb, in3, s3, p6, q3, buf, rowbuf, padval):
                             _fill_run(rb, dst, Wp, pad)
                         else:
                             _fill_run(rb, dst, c0, pad)
-                            _copy_run(rb, dst + c0, xf, (((nc0 + c) * D + di) * H + hj) * W,
+                            copy_run(rb, dst + c0, xf, (((nc0 + c) * D + di) * H + hj) * W,
                                       c1 - c0, 1)
                             _fill_run(rb, dst + c1, Wp - c1, pad)
     if sw > 1:
@@ -239,7 +239,7 @@ def _pool_flat(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1
                     src = np.uint64(c * pq + (od * q3[1] + oh) * q3[2])
                     dst = np.uint64(((nc0 + c) * OD + od) * OH + oh) * np.uint64(OW)
                     if is_max:
-                        _copy_run(y, dst, acc, src, OW, 1)
+                        copy_run(y, dst, acc, src, OW, 1)
                     else:
                         cdh = cnt[0, od] * cnt[1, oh]
                         for ow in range(np.uint64(OW)):

@@ -51,7 +51,7 @@ def _clip(x, c):
 
 
 @njit(**_JIT)
-def _check_lens(lens, seq):
+def check_lens(lens, seq):
     for b in range(lens.shape[0]):
         if lens[b] < 0 or lens[b] > seq:
             raise IndexError("RNN: sequence_lens value out of range [0, seq_length]")
@@ -69,7 +69,7 @@ def _xw(x, w, bias):
 
 
 @njit(cache=True, inline="always")
-def _time(s, n, reverse):
+def step_index(s, n, reverse):
     """Time index of step `s` of a sequence of length `n`."""
     return n - 1 - s if reverse else s
 
@@ -83,7 +83,7 @@ def _rnn_dir(xw, rt, h, lens, reverse, code, alpha, beta, clip, y, d):
         for b in range(nb):
             if s >= lens[b]:
                 continue
-            t = _time(s, lens[b], reverse)
+            t = step_index(s, lens[b], reverse)
             for j in range(hs):
                 v = _clip(float(xw[t, b, j]) + rec[b, j], clip)
                 h[b, j] = act(code, v, alpha, beta)
@@ -95,7 +95,7 @@ def rnn(x, w, r, b, h0, lens, rev, codes, alphas, betas, clip):
     """ONNX RNN -> (Y (seq, dirs, batch, hidden), Y_h (dirs, batch, hidden))."""
     seq, nb = x.shape[0], x.shape[1]
     nd, hs = w.shape[0], r.shape[2]
-    _check_lens(lens, seq)
+    check_lens(lens, seq)
     y = np.zeros((seq, nd, nb, hs), x.dtype)
     yh = np.empty((nd, nb, hs), x.dtype)
     for d in range(nd):
@@ -118,7 +118,7 @@ def _gru_dir(xw, r, rb, h, lens, reverse, cf, cg, a, bt, clip, lbr, y, d):
         rec = np.dot(h, rt)
         zr = np.empty((nb, 2 * hs))
         for b in range(nb):
-            t = _time(s, lens[b], reverse) if s < lens[b] else 0
+            t = step_index(s, lens[b], reverse) if s < lens[b] else 0
             for j in range(2 * hs):
                 v = _clip(float(xw[t, b, j]) + rec[b, j] + rb[j], clip)
                 zr[b, j] = act(cf, v, a[0], bt[0])
@@ -135,7 +135,7 @@ def _gru_update(xw, hr, zr, rb, h, lens, s, reverse, cg, alpha, beta, clip, lbr,
     for b in range(nb):
         if s >= lens[b]:
             continue
-        t = _time(s, lens[b], reverse)
+        t = step_index(s, lens[b], reverse)
         for j in range(hs):
             if lbr:
                 v = xw[t, b, 2 * hs + j] + zr[b, hs + j] * (hr[b, j] + rb[2 * hs + j])
@@ -152,7 +152,7 @@ def gru(x, w, r, b, h0, lens, rev, codes, alphas, betas, clip, lbr):
     """ONNX GRU -> (Y, Y_h); codes/alphas/betas are (dirs, 2) (f, g) per direction."""
     seq, nb = x.shape[0], x.shape[1]
     nd, hs = w.shape[0], r.shape[2]
-    _check_lens(lens, seq)
+    check_lens(lens, seq)
     y = np.zeros((seq, nd, nb, hs), x.dtype)
     yh = np.empty((nd, nb, hs), x.dtype)
     for d in range(nd):
@@ -189,7 +189,7 @@ def _lstm_dir(xw, rt, p, h, c, lens, reverse, cd, a, bt, clip, input_forget, y, 
         for b in range(nb):
             if s >= lens[b]:
                 continue
-            t = _time(s, lens[b], reverse)
+            t = step_index(s, lens[b], reverse)
             for j in range(4 * hs):
                 g[j] = float(xw[t, b, j]) + rec[b, j]
             _lstm_gates(g, c[b], p, cd[0], cd[1], a, bt, clip, input_forget, hs)
@@ -206,7 +206,7 @@ def lstm(x, w, r, b, h0, c0, p, lens, rev, codes, alphas, betas, clip, input_for
     """ONNX LSTM -> (Y, Y_h, Y_c); codes/alphas/betas are (dirs, 3) (f, g, h) per direction."""
     seq, nb = x.shape[0], x.shape[1]
     nd, hs = w.shape[0], r.shape[2]
-    _check_lens(lens, seq)
+    check_lens(lens, seq)
     y = np.zeros((seq, nd, nb, hs), x.dtype)
     yh = np.empty((nd, nb, hs), x.dtype)
     yc = np.empty((nd, nb, hs), x.dtype)
@@ -433,7 +433,7 @@ def lstm_fast(x, wp, rp, b, h0, c0, p, lens, rev):
     nd, hs = wp.shape[0], h0.shape[2]
     hp = -(-hs // 16) * 16
     ncol = 4 * hp
-    _check_lens(lens, seq)
+    check_lens(lens, seq)
     y = np.zeros((seq, nd, nb, hs), np.float32)
     yh = np.empty((nd, nb, hs), np.float32)
     yc = np.empty((nd, nb, hs), np.float32)
@@ -457,7 +457,7 @@ def lstm_fast(x, wp, rp, b, h0, c0, p, lens, rev):
             for bb in range(nb):
                 if s >= lens[bb]:
                     continue
-                t = _time(s, lens[bb], reverse)
+                t = step_index(s, lens[bb], reverse)
                 _gemv(hf, bb * hp, hs, rpd, 0, ncol, xw, (t * nb + bb) * ncol, g, 0)
                 ho = bb * hp
                 for v in range(hp // 16):
@@ -487,7 +487,7 @@ def gru_fast(x, wp, rp, b, h0, lens, rev, lbr):
     nd, hs = wp.shape[0], h0.shape[2]
     hp = -(-hs // 16) * 16
     ncol = 3 * hp
-    _check_lens(lens, seq)
+    check_lens(lens, seq)
     y = np.zeros((seq, nd, nb, hs), np.float32)
     yh = np.empty((nd, nb, hs), np.float32)
     g = np.empty(ncol, np.float32)
@@ -514,7 +514,7 @@ def gru_fast(x, wp, rp, b, h0, lens, rev, lbr):
             for bb in range(nb):
                 if s >= lens[bb]:
                     continue
-                t = _time(s, lens[bb], reverse)
+                t = step_index(s, lens[bb], reverse)
                 row = (t * nb + bb) * ncol
                 ho = bb * hp
                 if lbr:

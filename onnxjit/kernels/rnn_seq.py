@@ -28,7 +28,7 @@ from numba import njit
 from numba.core import cgutils as _cg
 from numba.extending import intrinsic as _intrinsic
 
-from .rnn import _check_lens, _time, aligned
+from .rnn import check_lens, aligned, step_index
 from .simd import f32x16, vadd, vbcast, vfma, vload, vmul, vstore, vsub, vzero
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -274,7 +274,7 @@ def _block_rows(xo, blk, n, ni, reverse):
     """x offsets of the 8 processing-order rows of block `blk` (rows past n repeat row n-1)."""
     for i in range(SB):
         p = min(blk * SB + i, n - 1)
-        xo[i] = _time(p, n, reverse) * ni
+        xo[i] = step_index(p, n, reverse) * ni
 
 
 @njit(**_JIT)
@@ -386,7 +386,7 @@ def lstm_seq(x, wp, rp, b, h0, c0, p, lens, rev):
     hp = -(-hs // 16) * 16
     nv = 4 * hp // 16
     G = nv * 16
-    _check_lens(lens, seq)
+    check_lens(lens, seq)
     n = lens[0]
     xf = np.ascontiguousarray(x).ravel()
     y = np.empty((seq, nd, 1, hs), np.float32)
@@ -423,7 +423,7 @@ def lstm_seq(x, wp, rp, b, h0, c0, p, lens, rev):
             _gemv_step(ha, hs, rpd, xw, _row(s, G), g, xf, xo, ni, wpd, bv, xw, side, j, nv)
             for blk in range(hp // 16):
                 _lstm_block(g, blk, pp, hp, cf, hb)
-            _y_row(yf, _time(s, n, reverse), d, nd, hb, hs)
+            _y_row(yf, step_index(s, n, reverse), d, nd, hb, hs)
             ha, hb = hb, ha
         for j in range(hs):     # an empty sequence (length 0) gives zero states, as ORT's
             yh[d, 0, j] = ha[j] if n > 0 else 0.0
@@ -452,7 +452,7 @@ def gru_seq(x, wp, rp, b, h0, lens, rev):
     hp = -(-hs // 16) * 16
     nv = 3 * hp // 16
     G = nv * 16
-    _check_lens(lens, seq)
+    check_lens(lens, seq)
     n = lens[0]
     xf = np.ascontiguousarray(x).ravel()
     y = np.empty((seq, nd, 1, hs), np.float32)
@@ -492,7 +492,7 @@ def gru_seq(x, wp, rp, b, h0, lens, rev):
             _gemv_step(ha, hs, rpd, ini, 0, g, xf, xo, ni, wpd, bv, xw, side, j, nv)
             for blk in range(hp // 16):
                 _gru_block(g, blk, xw, io, ha, hb)
-            _y_row(yf, _time(s, n, reverse), d, nd, hb, hs)
+            _y_row(yf, step_index(s, n, reverse), d, nd, hb, hs)
             ha, hb = hb, ha
         for j in range(hs):
             yh[d, 0, j] = ha[j] if n > 0 else 0.0

@@ -179,7 +179,7 @@ def sgemm_packed(a, bp, n, bias, act):
 
 CONV_KC = 128  # K (input channel) block: a 32-column X tile of kc rows stays in L1
 CONV_L2_BYTES = 524288  # X bytes (kc rows x column block) kept in L2 across the row panels
-CONV_SMALL_HW = 64  # H*W up to this: transposed product (see _conv1x1_small)
+CONV_SMALL_HW = 64  # H*W up to this: transposed product (see conv1x1_transposed)
 CONV_MID_HW = 256  # ... and up to this when M <= C (no X copy; ragged tiles would waste more)
 CONV_MID_MIN_C = 64  # ... or when C >= this (the X^T copy pays: 96->576 at 14x14 0.227 ms
 #                       against 0.245 streamed, 64->384 0.108 / 0.118; C = 40, 48 lose)
@@ -315,7 +315,7 @@ def _small_store(yt, ldt, hw, biasf, act, yf, yo, has_res, r0, r1, bounds):
 @njit(**_JIT)
 def _small_product(xf, xo, c, hw, wpf, m, p0, p1, i0, i1, xt, zbias, yt, ldt):
     """Panels [p0, p1) of rows [i0, i1) (pixels) of one image's transposed product (see
-    ``_conv1x1_small``)."""
+    ``conv1x1_transposed``)."""
     if m > c:
         _sgemm_block(xt.ravel(), c, wpf, zbias, I0, yt, ldt, i0, i1, p0, p1)
     else:
@@ -323,9 +323,9 @@ def _small_product(xf, xo, c, hw, wpf, m, p0, p1, i0, i1, xt, zbias, yt, ldt):
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _conv1x1_small_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbias, yt, nt,
+def _conv1x1_transposed_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbias, yt, nt,
                        bounds):
-    """``_conv1x1_small`` on `nt` threads: per image, the product cut into `nt` runs of W's
+    """``conv1x1_transposed`` on `nt` threads: per image, the product cut into `nt` runs of W's
     panels (2 or more each) or else of pixels (multiples of 12), then the output rows."""
     nimg = xf.size // (c * hw)
     ldt = npan * NR
@@ -348,7 +348,7 @@ def _conv1x1_small_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbi
 
 
 @njit(**_JIT)
-def _conv1x1_small(xf, c, hw, wp, m, biasf, act, yf, has_res, bounds=NO_BOUNDS):
+def conv1x1_transposed(xf, c, hw, wp, m, biasf, act, yf, has_res, bounds=NO_BOUNDS):
     """Small H*W (7x7; 14x14 when M <= C): per image the transposed product
     Y^T (HW, M) = X^T @ W^T into a scratch, the vectors running along M (no ragged
     49-of-64-lane tiles), then one transposing pass adds bias and the residual already in yf
@@ -357,7 +357,7 @@ def _conv1x1_small(xf, c, hw, wp, m, biasf, act, yf, has_res, bounds=NO_BOUNDS):
     M > C: X^T is copied (small) and the ``sgemm_packed`` kernels run on it.  Else X^T's
     elements are broadcast straight from X (``_small_panels``).  With several threads (and
     at least PAR_MIN_MACS of work, and 2 panels or 24 pixels per thread)
-    ``_conv1x1_small_par`` splits both passes: 4 such convs of SqueezeNet (13x13, M = 48 or
+    ``_conv1x1_transposed_par`` splits both passes: 4 such convs of SqueezeNet (13x13, M = 48 or
     64, 2 panels) ran on one thread before.
     """
     nimg = xf.size // (c * hw)
@@ -369,7 +369,7 @@ def _conv1x1_small(xf, c, hw, wp, m, biasf, act, yf, has_res, bounds=NO_BOUNDS):
     zbias = np.zeros(ldt, np.float32)
     nt = num_threads()
     if nt > 1 and (npan >= 2 * nt or hw >= 24 * nt) and m * c * hw * nimg >= PAR_MIN_MACS:
-        _conv1x1_small_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbias, yt, nt,
+        _conv1x1_transposed_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbias, yt, nt,
                            bounds)
         return
     for img in range(nimg):
@@ -499,13 +499,13 @@ def _conv1x1_empty(nimg, m, hw, biasf, act, yf, has_res, bounds):
 # lowering by conv1x1_small(H*W, m, C), so each compiles only its product.
 @njit(**_JIT)
 def conv1x1_packed_small(x, wp, m, bias, act, res, bounds=NO_BOUNDS):
-    """conv1x1_packed by the transposed product (small H*W: see _conv1x1_small)."""
+    """conv1x1_packed by the transposed product (small H*W: see conv1x1_transposed)."""
     xf, biasf, y, yf, has_res = _conv1x1_setup(x, wp, m, bias, res)
     nimg, c, h, w = x.shape
     if c == 0 or h * w == 0:
         _conv1x1_empty(nimg, m, h * w, biasf, act, yf, has_res, bounds)
     else:
-        _conv1x1_small(xf, c, h * w, wp, m, biasf, act, yf, has_res, bounds)
+        conv1x1_transposed(xf, c, h * w, wp, m, biasf, act, yf, has_res, bounds)
     return y
 
 

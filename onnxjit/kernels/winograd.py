@@ -35,6 +35,7 @@ from numba import njit, prange, types
 from numba.extending import overload
 
 from . import PRANGE_ONLY
+from .epilogue import flat_res
 from .microkernels import ck1, ck4, ck8, ck12
 from .parallel import I0, NO, WINOGRAD_PAR_MIN_MACS, num_threads, split_range
 from .sgemm import NR64
@@ -628,7 +629,7 @@ def _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt, gemm)
     ybuf = np.empty(a2 * _LDY, x.dtype)
     xps, Ts, Ps, halos, obs = _thread_scratch(x, nt, rows, th, tw, m)
     zb = np.zeros(16, x.dtype)
-    rf = _flat_res(res, y)
+    rf = flat_res(res, y)
     for g0 in range(0, nrows, rows):
         g1 = min(nrows, g0 + rows)
         tc = (g1 - g0) * tw
@@ -668,7 +669,7 @@ def _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt, ge
     ybufs = np.empty((nt, a2 * _LDY), x.dtype)
     xps, Ts, Ps, halos, obs = _thread_scratch(x, nt, rows, th, tw, m)
     zb = np.zeros(16, x.dtype)
-    rf = _flat_res(res, y)
+    rf = flat_res(res, y)
     for t in prange(nt):
         k0, k1 = split_range(nchunks, nt, t, 1)
         for k in range(k0, k1):
@@ -680,16 +681,6 @@ def _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt, ge
                              halos[t], I0, C)
             _point_gemms(u, V, ybufs[t], C, M, tc, I0, a2, zb, False, gemm)
             _output_transform(ybufs[t], m, th, tw, g0, g1, y, b, rf, act, obs[t], I0, M)
-
-
-@njit(inline="always", **_JIT)
-def _flat_res(res, y):
-    """The residual flattened, or an empty array for none.  Parallel regions get this, never
-    an Optional: Numba 0.68 lowers an Optional array captured by a prange body wrongly (the
-    residual was dropped on some calls)."""
-    if res is None:
-        return np.empty(0, y.dtype)
-    return res.reshape(res.size)
 
 
 @njit(**_JIT)
