@@ -42,6 +42,8 @@ def test_source_shows_kernels_and_launches():
     assert fused and all(f"{ln.kernel_name}.py" in files for ln in fused)
     rows = rep.explain()
     assert len(rows) == len(rep.compiled().launches) and "LayerNormalization" in str(rows)
+    view = rep._repr_html_()                               # the Jupyter view: the same listing
+    assert view.startswith("<pre>") and "grid=" in view and "layer_norm" in view
 
 
 def test_pool_reuses_buffers():
