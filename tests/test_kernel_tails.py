@@ -338,10 +338,10 @@ def test_qgemm_threads_split_rows(m):
     a = rng.integers(0, 256, (m, k)).astype(np.uint8)
     b = np.clip(np.round(rng.standard_normal((k, n)) * 40), -128, 127).astype(np.int8)
     za, zb = np.array([7], np.uint8), -2
-    scale = np.array([0.0125], np.float32)
+    scale = np.array(0.0125, np.float32)   # 0-d, as DynamicQuantizeLinear's y_scale
     bias = rng.standard_normal(n).astype(np.float32)
     want = (a.astype(np.int64) - 7) @ (b.astype(np.int64) - zb)
-    want_f = want.astype(np.float32) * scale[0] + bias
+    want_f = want.astype(np.float32) * scale[()] + bias
     kernels = []
     packed = qgemm.pack_b_madd(b, zb)
     assert packed is not None

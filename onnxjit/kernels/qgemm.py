@@ -175,10 +175,10 @@ def _operands(a, za, bp, colsum, zb, n, nr):
 
 
 @njit(**_JIT)
-def _dequantize_rows(c, out, m0, rows, scale, bias):
-    """out[m0 + r, j] = float32(c[r, j]) * scale (+ bias[j] when bias is not empty): Cast, Mul
-    and Add as ONNX rounds them, one at a time (no fused multiply-add)."""
-    s = scale.ravel()[0]
+def _dequantize_rows(c, out, m0, rows, s, bias):
+    """out[m0 + r, j] = float32(c[r, j]) * s (+ bias[j] when bias is not empty): Cast, Mul
+    and Add as ONNX rounds them, one at a time (no fused multiply-add). s is the scale as a
+    scalar: a 0-d array handed into a prange body arrives there as a scalar."""
     n = out.shape[1]
     if bias.size:
         for r in range(rows):
@@ -220,11 +220,12 @@ def qgemm_u8s8_f32(a, za, bp, colsum, zb, n, scale, bias):
     k4 = bp.shape[1]
     af = ap.reshape(ap.size).view(np.float32)
     out = np.empty((m, n), np.float32)
+    s = scale.ravel()[0]
     nt = _threads(m, k4, ldc, MR)
     if nt > 1:
-        _rows_f32_par(af, k4, bpf, bp.shape[0], ldc, colf, rowf, scale, bias, out, m, nt)
+        _rows_f32_par(af, k4, bpf, bp.shape[0], ldc, colf, rowf, s, bias, out, m, nt)
     else:
-        _rows_f32(af, k4, bpf, bp.shape[0], ldc, colf, rowf, scale, bias, out, I0, m)
+        _rows_f32(af, k4, bpf, bp.shape[0], ldc, colf, rowf, s, bias, out, I0, m)
     return out
 
 
@@ -256,7 +257,7 @@ def _rows_par(af, k4, bpf, npan, cf, ldc, colf, rowf, m, nt):
 
 
 @njit(**_JIT)
-def _rows_f32(af, k4, bpf, npan, ldc, colf, rowf, scale, bias, out, r0, r1):
+def _rows_f32(af, k4, bpf, npan, ldc, colf, rowf, s, bias, out, r0, r1):
     """Rows [r0, r1) of the dequantized product (VNNI), through a 6-row int32 scratch."""
     c = np.empty((MR, ldc), np.int32)
     cf = c.reshape(MR * ldc).view(np.float32)
@@ -264,15 +265,15 @@ def _rows_f32(af, k4, bpf, npan, ldc, colf, rowf, scale, bias, out, r0, r1):
     while m0 < r1:
         rows = min(MR, r1 - m0)
         _block(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf, 0)
-        _dequantize_rows(c, out, m0, rows, scale, bias)
+        _dequantize_rows(c, out, m0, rows, s, bias)
         m0 += rows
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _rows_f32_par(af, k4, bpf, npan, ldc, colf, rowf, scale, bias, out, m, nt):
+def _rows_f32_par(af, k4, bpf, npan, ldc, colf, rowf, s, bias, out, m, nt):
     for t in prange(nt):
         r0, r1 = split_range(m, nt, t, MR)
-        _rows_f32(af, k4, bpf, npan, ldc, colf, rowf, scale, bias, out, r0, r1)
+        _rows_f32(af, k4, bpf, npan, ldc, colf, rowf, s, bias, out, r0, r1)
 
 
 @njit(**_JIT)
@@ -447,13 +448,14 @@ def qgemm_u8s8_madd_f32(a, za, bp, colsum, zb, n, fix, scale, bias):
     k4 = bp.shape[1]
     af = ap.reshape(ap.size).view(np.float32)
     out = np.empty((m, n), np.float32)
+    s = scale.ravel()[0]
     nt = _threads(m, k4, ldc, MR_MADD)
     if nt > 1:
-        _rows_madd_f32_par(af, ap, k4, bpf, bp.shape[0], ldc, colf, rowf, fix, scale, bias,
-                           out, m, nt)
+        _rows_madd_f32_par(af, ap, k4, bpf, bp.shape[0], ldc, colf, rowf, fix, s, bias, out,
+                           m, nt)
     else:
-        _rows_madd_f32(af, ap, k4, bpf, bp.shape[0], ldc, colf, rowf, fix, scale, bias, out,
-                       I0, m)
+        _rows_madd_f32(af, ap, k4, bpf, bp.shape[0], ldc, colf, rowf, fix, s, bias, out, I0,
+                       m)
     return out
 
 
@@ -475,7 +477,7 @@ def _rows_madd_par(af, k4, bpf, npan, cf, ldc, colf, rowf, m, nt):
 
 
 @njit(**_JIT)
-def _rows_madd_f32(af, ap, k4, bpf, npan, ldc, colf, rowf, fix, scale, bias, out, r0, r1):
+def _rows_madd_f32(af, ap, k4, bpf, npan, ldc, colf, rowf, fix, s, bias, out, r0, r1):
     """Rows [r0, r1) of the dequantized product (AVX2 madd), each 4-row block fixed up and
     dequantized while its sums are in cache."""
     c = np.empty((MR_MADD, ldc), np.int32)
@@ -485,12 +487,12 @@ def _rows_madd_f32(af, ap, k4, bpf, npan, ldc, colf, rowf, fix, scale, bias, out
         rows = min(MR_MADD, r1 - m0)
         _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf, 0)
         _fix_up(c, ap, fix, m0, rows, 0)
-        _dequantize_rows(c, out, m0, rows, scale, bias)
+        _dequantize_rows(c, out, m0, rows, s, bias)
         m0 += rows
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _rows_madd_f32_par(af, ap, k4, bpf, npan, ldc, colf, rowf, fix, scale, bias, out, m, nt):
+def _rows_madd_f32_par(af, ap, k4, bpf, npan, ldc, colf, rowf, fix, s, bias, out, m, nt):
     for t in prange(nt):
         r0, r1 = split_range(m, nt, t, MR_MADD)
-        _rows_madd_f32(af, ap, k4, bpf, npan, ldc, colf, rowf, fix, scale, bias, out, r0, r1)
+        _rows_madd_f32(af, ap, k4, bpf, npan, ldc, colf, rowf, fix, s, bias, out, r0, r1)
