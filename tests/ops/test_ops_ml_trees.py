@@ -334,7 +334,7 @@ def test_tree_ensemble_refuses_bad_feature_ids():
 
 def test_string_labels_feeding_another_node_are_refused():
     """String labels exist only after the compiled graph: a node computing from them is
-    refused (Identity passes them on, as skl2onnx's graphs do: tests/test_ops_ml_sklearn.py)."""
+    refused (Identity passes them on, as skl2onnx's graphs do: tests/ops/test_ops_ml_sklearn.py)."""
     rng = np.random.default_rng(10)
     cols, leaves = random_trees(rng, 2, 3, 3)
     attrs = classifier_attrs(rng, 3, "all", False, cols, leaves)
