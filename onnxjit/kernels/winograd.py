@@ -528,7 +528,7 @@ def _point_gemms(u, V, yb, C, M, tc, p0, p1, zb, serial, gemm):
     raise NotImplementedError
 
 
-@njit(inline="always", **_JIT)
+@njit(**_JIT)
 def _blas_points(u, V, yb, M, tc, p0, p1):
     for p in range(p0, p1):
         np.dot(u[p].T, V[p], yb[p * _LDY:p * _LDY + M * tc].reshape((M, tc)))
@@ -572,19 +572,23 @@ def _ck_points(u, V, yb, C, M, tc, p0, p1, zb, serial):
                 r += 1
 
 
+@njit(**_JIT)
+def _f32_points(u, V, yb, C, M, tc, p0, p1, zb, serial, gemm):
+    """_point_gemms for float32: the kernel `gemm` names."""
+    if gemm == GEMM_CK:
+        _ck_points(u, V, yb, C, M, tc, p0, p1, zb, serial)
+    else:
+        _blas_points(u, V, yb, M, tc, p0, p1)
+
+
 @overload(_point_gemms)
 def _point_gemms_impl(u, V, yb, C, M, tc, p0, p1, zb, serial, gemm):
+    # one-line closures: the closure an @overload returns compiles again at every call site
     if u.dtype == types.float32:
-        def f32(u, V, yb, C, M, tc, p0, p1, zb, serial, gemm):
-            if gemm == GEMM_CK:
-                _ck_points(u, V, yb, C, M, tc, p0, p1, zb, serial)
-            else:
-                _blas_points(u, V, yb, M, tc, p0, p1)
-        return f32
-
-    def blas(u, V, yb, C, M, tc, p0, p1, zb, serial, gemm):
-        _blas_points(u, V, yb, M, tc, p0, p1)
-    return blas
+        return lambda u, V, yb, C, M, tc, p0, p1, zb, serial, gemm: _f32_points(
+            u, V, yb, C, M, tc, p0, p1, zb, serial, gemm)
+    return lambda u, V, yb, C, M, tc, p0, p1, zb, serial, gemm: _blas_points(
+        u, V, yb, M, tc, p0, p1)
 
 
 # ---------------------------------------------------------------- driver
@@ -596,10 +600,10 @@ _MIN_CHUNK_COLS = 64  # narrower GEMMs lose more to BLAS overhead than they gain
 
 # Below WINOGRAD_PAR_MIN_MACS (parallel.py: output pixels x M x C; ~100 us of work) one thread
 # does it all.  Whole chunks on
-# threads (_conv3x3_chunks) won 20-25% on the small CNN's 3->16 at 64x64 and 16->32 at 32x32
+# threads (_conv3x3_threads' chunks) won 20-25% on the small CNN's 3->16 at 64x64 and 16->32 at 32x32
 # when the second core was free, but in this shared host's slow windows the same two convs took
 # 71 us on 2 threads against 43 on 1 (the small CNN 1.8-2.0x ORT's time instead of 1.25).
-_CHUNKS_MIN_MACS = 1 << 20  # whole chunks go to threads (_conv3x3_chunks) from this size
+_CHUNKS_MIN_MACS = 1 << 20  # whole chunks go to threads (chunks=True) from this size
 _CHUNKS_MAX_U = 1 << 20  # done while U (alpha^2 x C x M) is at most this many bytes
 _CHUNK_MIN_TILES = 32  # ... and each thread gets this many tiles (the GEMM kernels' width;
 # at 16x16 by F(4x4), 8 tiles per thread ran 1.5-2x the one-thread time)
@@ -618,18 +622,43 @@ def _thread_scratch(x, nt, rows, th, tw, m):
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt, gemm):
-    """The chunk loop of ``conv3x3`` with each phase split over `nt` threads (each with its
-    own scratch): the input transform by input channels, the point GEMMs by points, the
-    output transform by output channels.  nt = 1 runs it all on the calling thread."""
+def _conv3x3_threads(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt, gemm, chunks):
+    """The chunk loop of ``conv3x3`` on `nt` threads, each with its own scratch, one of two
+    ways (one function: each parallel function compiles and links the transforms and point
+    GEMMs under it again, 7 s of CPU at first use):
+
+    chunks: whole chunks split over the threads, each with its own V and Y: one fork/join
+    per Conv instead of three per chunk, for convs whose transformed weights U are small
+    enough (see conv3x3) that every thread streaming all of U costs less than the two extra
+    joins per chunk;
+
+    else each chunk's phases split over them: the input transform by input channels, the
+    point GEMMs by points (BLAS: from this thread), the output transform by output
+    channels.  nt = 1 runs it all on the calling thread."""
     N, C = x.shape[0], x.shape[1]
     a2, M = u.shape[0], u.shape[2]
     nrows = N * th
-    vbuf = np.empty(a2 * C * tcmax, x.dtype)
-    ybuf = np.empty(a2 * _LDY, x.dtype)
     xps, Ts, Ps, halos, obs = _thread_scratch(x, nt, rows, th, tw, m)
     zb = np.zeros(16, x.dtype)
     rf = flat_res(res, y)
+    if chunks:
+        nchunks = (nrows + rows - 1) // rows
+        vbufs = np.empty((nt, a2 * C * tcmax), x.dtype)
+        ybufs = np.empty((nt, a2 * _LDY), x.dtype)
+        for t in prange(nt):
+            k0, k1 = split_range(nchunks, nt, t, 1)
+            for k in range(k0, k1):
+                g0 = k * rows
+                g1 = min(nrows, g0 + rows)
+                tc = (g1 - g0) * tw
+                V = vbufs[t, :a2 * C * tc].reshape((a2, C, tc))
+                _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[t], Ts[t], Ps[t],
+                                 halos[t], I0, C)
+                _point_gemms(u, V, ybufs[t], C, M, tc, I0, a2, zb, False, gemm)
+                _output_transform(ybufs[t], m, th, tw, g0, g1, y, b, rf, act, obs[t], I0, M)
+        return
+    vbuf = np.empty(a2 * C * tcmax, x.dtype)
+    ybuf = np.empty(a2 * _LDY, x.dtype)
     for g0 in range(0, nrows, rows):
         g1 = min(nrows, g0 + rows)
         tc = (g1 - g0) * tw
@@ -653,34 +682,6 @@ def _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt, gemm)
         for t in prange(nt):
             m0, m1 = split_range(M, nt, t, 1)
             _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[t], m0, m1)
-
-
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt, gemm):
-    """The chunk loop of ``conv3x3`` with whole chunks split over `nt` threads, each with
-    its own V, Y and scratch: one fork/join per Conv instead of three per chunk, for convs
-    whose transformed weights U are small enough (see conv3x3) that every thread streaming
-    all of U costs less than the two extra joins per chunk."""
-    N, C = x.shape[0], x.shape[1]
-    a2, M = u.shape[0], u.shape[2]
-    nrows = N * th
-    nchunks = (nrows + rows - 1) // rows
-    vbufs = np.empty((nt, a2 * C * tcmax), x.dtype)
-    ybufs = np.empty((nt, a2 * _LDY), x.dtype)
-    xps, Ts, Ps, halos, obs = _thread_scratch(x, nt, rows, th, tw, m)
-    zb = np.zeros(16, x.dtype)
-    rf = flat_res(res, y)
-    for t in prange(nt):
-        k0, k1 = split_range(nchunks, nt, t, 1)
-        for k in range(k0, k1):
-            g0 = k * rows
-            g1 = min(nrows, g0 + rows)
-            tc = (g1 - g0) * tw
-            V = vbufs[t, :a2 * C * tc].reshape((a2, C, tc))
-            _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[t], Ts[t], Ps[t],
-                             halos[t], I0, C)
-            _point_gemms(u, V, ybufs[t], C, M, tc, I0, a2, zb, False, gemm)
-            _output_transform(ybufs[t], m, th, tw, g0, g1, y, b, rf, act, obs[t], I0, M)
 
 
 @njit(**_JIT)
@@ -714,16 +715,17 @@ def conv3x3(x, u, b, pads, act, res, gemm):
     tcmax = rows * tw
     macs = N * OH * OW * M * C
     nt = num_threads()
-    if nt > 1 and gemm == GEMM_CK and macs >= _CHUNKS_MIN_MACS \
-            and a2 * C * M * x.itemsize <= _CHUNKS_MAX_U \
-            and nrows >= nt and (nrows // nt) * tw >= _CHUNK_MIN_TILES:
+    # a computed bool, never a literal: each literal would compile its own specialization
+    chunks = (nt > 1 and gemm == GEMM_CK and macs >= _CHUNKS_MIN_MACS
+              and a2 * C * M * x.itemsize <= _CHUNKS_MAX_U
+              and nrows >= nt and (nrows // nt) * tw >= _CHUNK_MIN_TILES)
+    if chunks:
         rows = min(rows, (nrows + nt - 1) // nt)
         nchunks = (nrows + rows - 1) // rows
         nchunks = (nchunks + nt - 1) // nt * nt  # a whole number of chunks per thread
         rows = (nrows + nchunks - 1) // nchunks
-        _conv3x3_chunks(x, u, b, pt, pl, act, res, y, m, th, tw, rows, rows * tw, nt, gemm)
-        return y
-    if macs < WINOGRAD_PAR_MIN_MACS:
+        tcmax = rows * tw
+    elif macs < WINOGRAD_PAR_MIN_MACS:
         nt = 1
-    _conv3x3_par(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt, gemm)
+    _conv3x3_threads(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt, gemm, chunks)
     return y
