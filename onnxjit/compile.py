@@ -98,7 +98,7 @@ def _write_once(path, text):
     never read half a file."""
     if not _same_text(path, text):
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
 

@@ -57,7 +57,7 @@ def scalar_lit(value, dtype):
 @functools.lru_cache(maxsize=None)
 def template(name):
     """A `string.Template` read from the shipped codegen_templates package."""
-    return Template(templates_root().joinpath(name).read_text())
+    return Template(templates_root().joinpath(name).read_text(encoding="utf-8"))
 
 
 def fill(template_name, /, **fields):

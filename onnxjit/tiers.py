@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import locale as pylocale
 import logging
 import os
 import subprocess
@@ -53,7 +54,14 @@ def reference_runner(model, most=None):
 
     def run_reference(*arrays):
         with lock:
-            outs = evaluator.run(None, dict(zip(names, arrays)))
+            # onnx's StringNormalizer sets the process locale to its `locale` attribute and
+            # leaves it so; the caller's (and file reads' default encoding) must not change
+            saved = pylocale.setlocale(pylocale.LC_ALL)
+            try:
+                outs = evaluator.run(None, dict(zip(names, arrays)))
+            finally:
+                if pylocale.setlocale(pylocale.LC_ALL) != saved:
+                    pylocale.setlocale(pylocale.LC_ALL, saved)
         return tuple(_as_output(o) for o in outs)
     return run_reference
 

@@ -81,7 +81,7 @@ def imports(module, toplevel_only=False):
     module-level `__getattr__` (a lazy re-export of an old name: it runs only when the name is asked
     for)."""
     path = MODULES[module]
-    tree = ast.parse(path.read_text(), str(path))
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     found = []
 
     def visit(node):
@@ -308,7 +308,7 @@ def test_kernels_import_only_public_names_of_their_siblings():
     kernels = PACKAGE / "kernels"
     siblings = {p.stem for p in kernels.glob("*.py")}
     for path in sorted(kernels.glob("*.py")):
-        tree = ast.parse(path.read_text())
+        tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module in siblings:
                 found += [f"{path.name}: from .{node.module} import {a.name}"

@@ -278,3 +278,27 @@ def test_reference_tier_applies_the_kernels_runtime_limits():
         else:
             raise AssertionError(f"opset {opset}: the reference tier ran a grid over the limit")
         assert reference_runner(model)(x, wide, idx)[0].shape == (1, 3, 2, 2)   # default limit
+
+
+def test_reference_tier_leaves_the_process_locale():
+    """onnx's StringNormalizer sets the process locale to its `locale` attribute ("C" here:
+    file reads then default to ASCII) and leaves it so; the reference tier puts it back."""
+    import locale
+
+    from onnx import TensorProto, helper
+
+    from onnxjit.tiers import reference_runner
+    node = helper.make_node("StringNormalizer", ["x"], ["y"], case_change_action="LOWER",
+                            locale="C")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.STRING,
+                                                                          [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.STRING, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    before = locale.setlocale(locale.LC_ALL)
+    locale.setlocale(locale.LC_ALL, "C.UTF-8")
+    try:
+        (y,) = reference_runner(model)(np.array(["AbC", "DE"], dtype=object))
+        assert y.tolist() == ["abc", "de"]
+        assert locale.setlocale(locale.LC_ALL) == "C.UTF-8"
+    finally:
+        locale.setlocale(locale.LC_ALL, before)
