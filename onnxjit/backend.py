@@ -4,6 +4,7 @@ from __future__ import annotations
 import operator
 import threading
 import time
+import warnings
 from collections import OrderedDict
 
 import numpy as np
@@ -20,6 +21,11 @@ from .tiers import COMPILED, REFERENCE, BackgroundCompile, tiered_default
 from .validate import _current_limit as element_limit, check_model
 
 DEFAULT_MAX_SIGNATURES = 32
+# The keyword options of prepare (and run_model, run_node): CPU and CUDA ones (cuda_graphs,
+# lazy); run_node's opset_version builds its model.
+PREPARE_OPTIONS = frozenset({"max_signatures", "profile", "tiered", "progress", "optimize",
+                             "max_elements", "max_nesting", "cuda_graphs", "lazy",
+                             "opset_version"})
 
 
 class OnnxJitRep(BackendRep):
@@ -354,6 +360,10 @@ class OnnxJitBackend(Backend):
     def prepare(cls, model, device="CPU", **kwargs):
         model = load_model(model)
         _check_device(device)
+        unknown = sorted(set(kwargs) - PREPARE_OPTIONS)
+        if unknown:     # a misspelt option would otherwise be ignored without a word
+            warnings.warn(f"onnxjit prepare: unknown option(s) {', '.join(unknown)} ignored; "
+                          f"the options are {', '.join(sorted(PREPARE_OPTIONS))}", stacklevel=2)
         if _is_cuda(device):    # the CUDA target (onnxjit/cuda)
             from .cuda import prepare_cuda
             return prepare_cuda(model, device, **kwargs)

@@ -226,3 +226,14 @@ def test_models_with_weights_take_the_dispatcher_path(njit_entry):
     for _ in range(3):
         np.testing.assert_allclose(rep.run([x])[0], x @ w)
     assert rep._hot is not None and rep._hot_misses == 0
+
+
+def test_unknown_prepare_options_are_named_in_a_warning():
+    """A misspelt option (tiers= for tiered=) is named, not silently ignored; known ones pass
+    without a word."""
+    import warnings
+    with pytest.warns(UserWarning, match=r"unknown option\(s\) tiers ignored"):
+        backend.prepare(chain_model(), tiers=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        backend.prepare(chain_model(), tiered=False, max_signatures=4, profile=False)
