@@ -664,7 +664,7 @@ def select_models(paths, only=None, weights="random"):
         models = [(os.path.splitext(os.path.basename(p))[0], p) for p in paths]
     else:
         from .models import builtin_suite
-        models = builtin_suite(weights)
+        models = builtin_suite(weights, only)    # builds only the models `only` keeps
     if only:
         pattern = re.compile(only)
         models = [(n, m) for n, m in models if pattern.search(n)]
