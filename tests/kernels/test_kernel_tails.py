@@ -358,3 +358,23 @@ def test_qgemm_threads_split_rows(m):
             with numba_threads(threads):
                 np.testing.assert_array_equal(sums(), want, err_msg=f"{threads} threads")
                 np.testing.assert_array_equal(dequantized(), want_f, err_msg=f"{threads} threads")
+
+
+# -- movement.transpose: 2-D and batched 2-D in 16 x 16 tiles (float32: vector loads) -------------
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_transpose_tiles_at_every_edge(dtype):
+    """Whole tiles, ragged rows and columns, a batch: the vector loads of a float32 tile never
+    reach past x (x sits in a buffer of sentinels), and every element lands where numpy puts
+    it; the general (odometer) path keeps the other permutations."""
+    from onnxjit.kernels.movement import transpose
+    rng = np.random.default_rng(5)
+    for shape, perm in [((16, 16), (1, 0)), ((32, 48), (1, 0)), ((17, 33), (1, 0)),
+                        ((15, 1), (1, 0)), ((1, 40), (1, 0)), ((3, 31, 16), (0, 2, 1)),
+                        ((2, 16, 47), (0, 2, 1)), ((4, 5, 6), (2, 0, 1))]:
+        n = int(np.prod(shape))
+        buf = np.full(n + 2 * GUARD, SENTINEL).astype(dtype)
+        x = buf[GUARD:GUARD + n].reshape(shape)
+        x[...] = (rng.standard_normal(shape) * 1000).astype(dtype)
+        out = tuple(shape[p] for p in perm)
+        y = transpose(x, shape, perm, out)
+        np.testing.assert_array_equal(y, x.transpose(perm), err_msg=f"{shape} {perm}")
