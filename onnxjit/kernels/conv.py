@@ -533,6 +533,17 @@ def _tile_rows_par(cf, yf, y0, M, KH, KW, H, W, b, nt):
 
 
 @njit(**_JIT)
+def _put_tiles(cf, yf, y0, M, KH, KW, H, W, b):
+    """One image's tiles (cf: its GEMM output, M*KH*KW rows of H*W) into y at y0, plus the
+    bias; (channel, input row) units split over threads from CONVT_PAR_MIN outputs."""
+    nt = min(num_threads(), M * H) if M * H * KH * W * KW >= CONVT_PAR_MIN else 1
+    if nt > 1:
+        _tile_rows_par(cf, yf, y0, M, KH, KW, H, W, b, nt)
+    else:
+        _tile_rows(cf, yf, y0, M, KH, KW, H, W, b, I0, M * H)
+
+
+@njit(**_JIT)
 def _conv_transpose_tiles(x, w, b):
     """ConvTranspose with kernel == stride (a decoder's 2x2 / stride 2 upsampling), no pads,
     no dilation, one group, 2-D: every input pixel writes its own KH x KW output tile, so
@@ -546,13 +557,9 @@ def _conv_transpose_tiles(x, w, b):
     yf = y.reshape(y.size)
     bt = b.astype(x.dtype)
     per_image = M * H * KH * W * KW
-    nt = min(num_threads(), M * H) if per_image >= CONVT_PAR_MIN else 1
     for n in range(N):
         cf = np.dot(wt, np.ascontiguousarray(x[n].reshape((C, H * W)))).reshape(kk * H * W)
-        if nt > 1:
-            _tile_rows_par(cf, yf, n * per_image, M, KH, KW, H, W, bt, nt)
-        else:
-            _tile_rows(cf, yf, n * per_image, M, KH, KW, H, W, bt, I0, M * H)
+        _put_tiles(cf, yf, n * per_image, M, KH, KW, H, W, bt)
     return y
 
 
@@ -572,13 +579,9 @@ def tiles_to_image(cols, b, M, KH, KW):
     cf_all = np.ascontiguousarray(cols).reshape(cols.size)
     bt = b.astype(cols.dtype)
     per_image = M * H * KH * W * KW
-    nt = min(num_threads(), M * H) if per_image >= CONVT_PAR_MIN else 1
     for n in range(N):
-        cf = cf_all[n * kk * H * W:(n + 1) * kk * H * W]
-        if nt > 1:
-            _tile_rows_par(cf, yf, n * per_image, M, KH, KW, H, W, bt, nt)
-        else:
-            _tile_rows(cf, yf, n * per_image, M, KH, KW, H, W, bt, I0, M * H)
+        _put_tiles(cf_all[n * kk * H * W:(n + 1) * kk * H * W], yf, n * per_image, M, KH, KW,
+                   H, W, bt)
     return y
 
 
