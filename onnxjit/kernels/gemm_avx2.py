@@ -30,7 +30,7 @@ from . import PRANGE_ONLY
 from .epilogue import NO_BOUNDS, act1
 from .microkernels_avx2 import k1x16, k2x16, k4x16, k6x16
 from .parallel import I0, NO, PAR_MIN_MACS, num_threads, split_range
-from .sgemm import pack_panels
+from .sgemm import pack_panels, packed_operands
 from .simd import vload, vloadm, vstore
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -140,14 +140,7 @@ def sgemm16(a, bp, n, bias, act):
     """
     m, k = a.shape
     npan = bp.shape[0]
-    if bp.shape[1] != k or bp.shape[2] != NR or n > npan * NR or n <= (npan - 1) * NR:
-        raise ValueError("sgemm16: packed B does not match a / n")
-    ldc = npan * NR
-    af = np.ascontiguousarray(a).ravel()
-    bpf = bp.ravel()
-    biasf = np.zeros(ldc, np.float32)
-    if bias is not None:
-        biasf[:n] = bias
+    af, bpf, biasf, ldc = packed_operands(a, bp, n, bias, NR)
     zrow = np.zeros(m, np.float32)
     c = np.empty((m, ldc), np.float32)
     cf = c.ravel()

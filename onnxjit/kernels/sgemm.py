@@ -125,6 +125,22 @@ def _sgemm_par(af, m, k, bpf, npan, biasf, act, cf, ldc, nt):
 
 
 @njit(**_JIT)
+def packed_operands(a, bp, n, bias, nr):
+    """(a flat and C-contiguous, B flat, the bias padded to the panels' width (zeros for
+    None), ldc) of a product a (M, K) @ B, with B packed into panels bp (NP, K, nr) holding
+    n columns; raises where bp does not fit a, n or nr."""
+    k = a.shape[1]
+    npan = bp.shape[0]
+    if bp.shape[1] != k or bp.shape[2] != nr or n > npan * nr or n <= (npan - 1) * nr:
+        raise ValueError("packed B does not match a / n (sgemm_packed, sgemm16)")
+    ldc = npan * nr
+    biasf = np.zeros(ldc, np.float32)
+    if bias is not None:
+        biasf[:n] = bias
+    return np.ascontiguousarray(a).ravel(), bp.ravel(), biasf, ldc
+
+
+@njit(**_JIT)
 def sgemm_packed(a, bp, n, bias, act):
     """act(a @ b + bias) -> new (M, n) float32 array, with bp = pack_b(b).
 
@@ -134,14 +150,7 @@ def sgemm_packed(a, bp, n, bias, act):
     """
     m, k = a.shape
     npan = bp.shape[0]
-    if bp.shape[1] != k or bp.shape[2] != NR or n > npan * NR or n <= (npan - 1) * NR:
-        raise ValueError("sgemm_packed: packed B does not match a / n")
-    ldc = npan * NR
-    af = np.ascontiguousarray(a).ravel()
-    bpf = bp.ravel()
-    biasf = np.zeros(ldc, np.float32)
-    if bias is not None:
-        biasf[:n] = bias
+    af, bpf, biasf, ldc = packed_operands(a, bp, n, bias, NR)
     c = np.empty((m, ldc), np.float32)
     cf = c.ravel()
     if k == 0:
