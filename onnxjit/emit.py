@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import math
 import os
 from dataclasses import dataclass, field
 
@@ -13,15 +12,7 @@ from .calls import movement_function
 from .fused import comment_text, fused_kernel, shared_kernel
 from .ir import NameTable, compute_dtype, held
 from .source import LineBuffer, fill
-from .steps import LibraryCall, Movement
-
-# Above this many statements the entry is split into njit segments driven from Python:
-# Numba's compile time grows with the length of one function (DESIGN.md, "Emit"). The driver then
-# calls library kernels and shared data-movement kernels itself (see calls.py).
-MAX_SEGMENT_STATEMENTS = 40
-# Graphs whose kernels write this many elements may take a Python driver even when short (see
-# Emitter.prefers_driver): at a few microseconds per call, its overhead is noise for them.
-DRIVER_MIN_ELEMENTS = 1 << 20
+from .steps import LibraryCall
 
 
 @dataclass
@@ -38,19 +29,16 @@ class Segment:
 
 @dataclass
 class Statement:
-    """One statement of the entry: the variables it defines and uses, its source lines, and
-    for a call of a fused kernel or a library call the driver can make
-    (steps.LibraryCall.driver_callable) its (callee, arguments: variables or steps.Param)."""
+    """One kernel's statement as compiled code holds it: the variables it assigns, its source
+    lines, and what a call of it from the Python driver needs: for a fused kernel or a library
+    call the driver can make (steps.LibraryCall.driver_callable) its (callee, arguments:
+    variables or steps.Param); the variables of its step's inputs (a movement kernel's)."""
     targets: list
-    used: list
     lines: list
     call: tuple = None
-    library: bool = False     # `call` is a library kernel's
-    movement: tuple = None    # (name, SharedKernel, arguments, ONNX nodes) the driver calls
-    kernel: str = None        # the planned kernel it runs
+    names: list = field(default_factory=list)
     modules: set = field(default_factory=set)   # library modules its source names
-    library_calls: int = 0    # library kernel calls its source makes
-    lhs: str = ""             # a call's assignment target and expression, as written
+    lhs: str = ""             # its assignment's target and expression, as written
     expr: str = ""
 
 
@@ -65,14 +53,17 @@ class Module:
     params: dict = field(default_factory=dict)    # entry parameter name -> Value
     shared: dict = field(default_factory=dict)    # "f_<hash>" -> fused.SharedKernel it imports
     values: dict = field(default_factory=dict)    # every identifier -> its Value
-    lazy_calls: int = 0    # driver statements calling library kernels as Python (not Segments)
-    # kernel name -> (the function of the module running it, whether that function is njit)
-    hosts: dict = field(default_factory=dict)
+    schedule: object = None   # the plan.Schedule it renders (where each kernel runs: explain)
+
+    @property
+    def lazy_calls(self):
+        """Driver statements calling library kernels as Python (not Segments)."""
+        return self.schedule.lazy_calls
 
     @property
     def entry_links(self):
         """The entry is one njit function linking library kernels in (slow to compile)."""
-        return bool(self.segments) and self.segments[0].name == self.entry and self.segments[0].links
+        return self.schedule.entry == "njit" and self.segments[0].links
 
     @property
     def kernel_files(self):
@@ -109,20 +100,17 @@ def node_list(kernel):
 
 
 class Emitter:
-    """Assigns identifiers to Values and writes the module."""
+    """Assigns identifiers to Values and writes the module the plan's Schedule describes."""
 
-    def __init__(self, program, kernels, model_label="model", profile=False, entry="auto"):
-        self.program, self.kernels, self.model_label = program, kernels, model_label
-        self.profile = profile
-        self.entry_kind = entry   # "auto", or "driver": library kernels only from a Python driver
-        self.lazy_calls = 0
+    def __init__(self, program, schedule, model_label="model"):
+        self.program, self.schedule, self.model_label = program, schedule, model_label
+        self.kernels = schedule.kernels
         self.names = NameTable()
         self.vars = {}          # id(Value) -> identifier
         self.values = {}        # identifier -> Value
         self.weights = []       # const Values passed as arguments
         self.shared = {}        # "f_<hash>" -> SharedKernel
         self.bindings = []      # module-level lines binding each fused kernel's name
-        self.hosts = {}         # kernel name -> (host function, jitted)
         for v in program.inputs:
             self.vars[id(v)] = self.names.fresh("in_" + v.name)
             # graph inputs too: compile workers predict the types of a library call that takes
@@ -145,22 +133,28 @@ class Emitter:
 
     def emit(self):
         buf = LineBuffer()
-        statements = [self.statement(k) for k in self.kernels]
-        statements.append(self.return_statement())
-        entry, segments, params = self.entry(statements, buf)
-        entry_kind = ("njit" if segments and segments[0].name == entry
-                      else f"Python driver over {len(segments)} compiled calls")
+        statements = {k.name: self.statement(k) for k in self.kernels}
+        final = self.return_statement()
+        params = [self.var(v) for v in self.program.inputs] + [self.var(w) for w in self.weights]
+        values = {p: v for p, v in zip(params, list(self.program.inputs) + self.weights)}
+        if self.schedule.entry == "njit":
+            segments = self.write_entry(buf, statements, final, params)
+            entry_kind = "njit"
+        else:
+            segments = self.write_driver(buf, statements, final, params, values)
+            entry_kind = f"Python driver over {len(segments)} compiled calls"
         source = fill(
             "module.py.tmpl", model_label=comment_text(self.model_label),
             signature=self.signature_text(), n_kernels=len(self.kernels),
             kernels_digest=kernels_digest(), entry_kind=entry_kind,
-            imports=self.imports(set().union(*(s.modules for s in statements)), self.bindings),
+            imports=self.imports(set().union(*(s.modules for s in statements.values())),
+                                 self.bindings),
             bindings=self.binding_block(), functions=buf.lines)
         # writeable C arrays: the types the module is compiled for (Numba types read-only arrays apart)
         weights = [np.require(held(w.const, w.dtype), compute_dtype(w.dtype), ['C', 'W'])
                    for w in self.weights]
-        return Module(source, entry, weights, segments, self.kernels, params, self.shared,
-                      self.values, self.lazy_calls, self.hosts)
+        return Module(source, "run_graph", weights, segments, self.kernels, values, self.shared,
+                      self.values, self.schedule)
 
     def binding_block(self):
         """Module-level lines importing the shared kernels (compile.load_kernel) under the plan's
@@ -186,46 +180,36 @@ class Emitter:
     # -- statements ---------------------------------------------------------------------------
     def statement(self, kernel):
         """The Statement running one kernel."""
-        op = None
+        names, op = [], kernel.op
         if kernel.kind == "fused":
             self.bind_fused(kernel)
             args = [self.var(v) for v in kernel.inputs]
             expr = f"{kernel.name}({', '.join(args)})"
-            outs = kernel.outputs
             lines, call = [], (kernel.name, args)
         else:
-            step = kernel.steps[0]
-            op = step.op
-            names = [self.var(v) for v in step.inputs]
+            names = [self.var(v) for v in kernel.steps[0].inputs]
             expr = op.render(names)
-            outs = step.outs
             lines, call = [f"# {kernel.name}: {node_list(kernel)}"], None
             if isinstance(op, LibraryCall) and op.driver_callable:
                 call = (f"__k_{op.kernel[0]}.{op.kernel[1]}",
                         [names[a] if isinstance(a, int) else a for a in op.args])
-        targets = [self.var(o) for o in outs]
-        used = [self.var(v) for v in kernel.inputs if v is not None]
+        targets = [self.var(o) for o in kernel.outputs]
         lhs = targets[0] if len(targets) == 1 else ", ".join(targets)
-        movement = None
-        if isinstance(op, Movement):
-            params, body, args = op.kernel(names)
-            shared = shared_kernel(movement_function(params, body), kernels_digest(), op.modules)
-            movement = kernel.name, shared, args, node_list(kernel)
-        return Statement(targets, used, lines + [f"{lhs} = {expr}"], call,
-                         library=kernel.kind != "fused" and call is not None, movement=movement,
-                         kernel=kernel.name, modules=set(op.modules) if op else set(),
-                         library_calls=op.library_calls if op else 0, lhs=lhs, expr=expr)
+        return Statement(targets, lines + [f"{lhs} = {expr}"], call, names,
+                         modules=set(op.modules) if op else set(), lhs=lhs, expr=expr)
 
     def bind_fused(self, kernel):
         """Import the fused kernel's shared function under the kernel's telling name."""
         self.bind(kernel.name, fused_kernel(kernel, kernels_digest()),
                   f"# ONNX nodes: {node_list(kernel)}")
 
-    def bind_movement(self, statement):
-        """Bind a movement statement's shared kernel; (its name, argument sources)."""
-        name, shared, args, nodes = statement.movement
-        self.bind(name, shared, f"# ONNX nodes: {nodes}")
-        return name, args
+    def bind_movement(self, kernel, statement):
+        """Bind the shared kernel running a movement kernel for the driver; (its name, arguments:
+        variables and steps.Param numbers)."""
+        params, body, args = kernel.op.kernel(statement.names)
+        shared = shared_kernel(movement_function(params, body), kernels_digest(), kernel.op.modules)
+        self.bind(kernel.name, shared, f"# ONNX nodes: {node_list(kernel)}")
+        return kernel.name, args
 
     def bind(self, name, shared, comment):
         """Import a shared kernel (compile.load_kernel) as the module global `name`."""
@@ -240,8 +224,7 @@ class Emitter:
             needs_copy = name in seen or self.may_alias_caller(v)
             outs.append(f"{name}.copy()" if needs_copy else name)
             seen.add(name)
-        used = [self.var(v) for v in self.program.outputs]
-        return Statement([], used, [f"return {lit_tuple(outs)}"])
+        return Statement([], [f"return {lit_tuple(outs)}"])
 
     def may_alias_caller(self, value):
         """True when `value` may share memory with an input or a weight (through views)."""
@@ -253,41 +236,13 @@ class Emitter:
         return any(v is not None and self.may_alias_caller(v) for v in step.inputs)
 
     # -- entry ----------------------------------------------------------------------------------
-    def entry(self, statements, buf):
-        """Write the entry; (its name, the Segments it calls, {parameter: Value})."""
-        params = [self.var(v) for v in self.program.inputs] + [self.var(w) for w in self.weights]
-        values = {p: v for p, v in zip(params, list(self.program.inputs) + self.weights)}
-        body = statements[:-1]
-        steps = driver_steps(body, python_library=self.entry_kind == "driver")
-        if self.profile:      # each kernel a step of the driver, which times it
-            steps = [s if s.library or s.movement else [s] for s in body]
-        elif (sum(len(s.lines) for s in body) <= MAX_SEGMENT_STATEMENTS
-              and not self.prefers_driver(body, steps)):
-            self.write_function(buf, "segment.py.tmpl", "run_graph", params,
-                                [self.shape_guard()] + statements)
-            self.host(body, "run_graph", True)
-            links = library_calls(body) > 0
-            return "run_graph", [Segment("run_graph", params, unpack=False, links=links)], values
-        return "run_graph", self.write_driver(buf, steps, statements[-1], params, values), values
-
-    def prefers_driver(self, body, steps):
-        """A short graph gets a Python driver when `entry` is "driver" and it calls library
-        kernels or is calls of shared kernels alone (the kernels' machine code then comes from
-        their own cache, compiled once per install, instead of being linked and optimized again
-        into the entry: a first use in seconds, against tens of seconds for a Conv or pooling
-        entry). It also gets one when it writes at least DRIVER_MIN_ELEMENTS elements (its run
-        time dwarfs the driver's few microseconds per call) and the driver
-        would leave fewer library calls in compiled code: in an njit entry each is linked and
-        compiled again (AlexNet's entry took 15 s to compile, its driver 4.6 s)."""
-        if self.entry_kind == "driver" and (library_calls(body)
-                                            or not any(isinstance(s, list) for s in steps)):
-            # Also a graph the driver runs as calls alone (fused kernels, data movement): an
-            # njit entry around them would compile their code again (0.1-0.15 s a graph).
-            return True
-        if sum(math.prod(o.shape) for k in self.kernels for o in k.outputs) < DRIVER_MIN_ELEMENTS:
-            return False
-        in_segments = [s for step in steps if isinstance(step, list) for s in step]
-        return library_calls(in_segments) < library_calls(body)
+    def write_entry(self, buf, statements, final, params):
+        """The entry as one njit `run_graph`; its Segment."""
+        (call,) = self.schedule.calls
+        self.write_function(buf, "segment.py.tmpl", "run_graph", params,
+                            [self.shape_guard()] + [statements[k.name] for k in call.kernels]
+                            + [final])
+        return [Segment("run_graph", params, unpack=False, links=call.links)]
 
     def shape_guard(self):
         """A statement returning None unless every input has the shape compiled for.
@@ -298,78 +253,57 @@ class Emitter:
         checks = [f"{self.var(v)}.shape != {lit_tuple([str(d) for d in v.shape])}"
                   for v in self.program.inputs]
         if not checks:
-            return Statement([], [], [])
-        return Statement([], [], ["# guard: only the input shapes this module was compiled for",
-                                  f"if {' or '.join(checks)}:", "    return None"])
+            return Statement([], [])
+        return Statement([], ["# guard: only the input shapes this module was compiled for",
+                              f"if {' or '.join(checks)}:", "    return None"])
 
-    def write_driver(self, buf, steps, final, params, types):
-        """A Python `run_graph` running `steps` in order; the Segments it calls.
-
-        `types` {variable: Value} gains the variables made by statements the driver runs as
-        Python. A step is a Statement the driver runs itself, a call of a library kernel (its machine
-        code comes from the kernel's own Numba cache, compiled once per install; inside an njit
-        function it would be linked and compiled again into each caller) or of one fused kernel,
-        or a list of Statements written as an njit segment returning what later steps read. The driver
-        deletes each array after its last use, as compiled code does: held to the end, every
-        intermediate would take fresh memory (page faults, cold caches).
-        """
-        later_uses = [set(final.used)]
-        for step in reversed(steps[1:]):
-            chunk = step if isinstance(step, list) else [step]
-            later_uses.insert(0, later_uses[0] | {u for s in chunk for u in s.used})
-        segments, calls, defined = [], [], set(params)
-        kernel_names = iter(k.name for k in self.kernels)
-        for step, later in zip(steps, later_uses):
-            if isinstance(step, Statement) and not (step.call or step.movement):
-                # Python source calling a library kernel: its dispatcher compiles (or loads from
-                # its cache) at the first run, for the types it meets. Later calls are compiled
-                # for what it makes as C arrays (another layout compiles again when met).
-                lines, reads, made = list(step.lines), step.used, step.targets
-                types.update((t, self.values[t]) for t in made)
-                self.lazy_calls += 1
-                self.host([step], "run_graph", False)
-            elif isinstance(step, Statement):
-                function, args = step.call or self.bind_movement(step)
-                lines, reads, made = list(step.lines), step.used, step.targets
-                if step.movement:
-                    lines[-1] = (f"{step.lhs} = {function}({', '.join(map(str, args))})"
-                                 f"  # {step.expr}")
-                segments.append(Segment(function, args, made, unpack=len(made) > 1,
-                                        links=step.library))
-                self.host([step], "run_graph", False)
-            else:
-                reads = [p for p in dict.fromkeys(u for s in step for u in s.used) if p in defined]
-                made = [t for s in step for t in s.targets if t in later]
-                name = f"segment_{sum(s.name.startswith('segment_') for s in segments)}"
-                self.write_function(buf, "segment.py.tmpl", name, reads, step + [Statement(
-                    [], made, [f"return {lit_tuple([self.contiguous(r) for r in made])}"])])
-                lines = [f"{lit_tuple(made) if made else '_'} = {name}({', '.join(reads)})"]
-                segments.append(Segment(name, reads, made, links=library_calls(step) > 0))
-                self.host(step, name, True)
-            if self.profile:
-                lines.append(f"__t = __record({next(kernel_names)!r}, __t)")
-            calls.append((lines, reads, made))
-            defined.update(made)
-        last_use = {}
-        for i, (_, reads, made) in enumerate(calls):
-            last_use.update((v, i) for v in [*made, *reads] if v not in params)
-        driver = ["__t = __perf_counter()"] if self.profile else []
-        for i, (lines, _, _) in enumerate(calls):
-            dead = [v for v, j in last_use.items() if j == i and v not in final.used]
+    def write_driver(self, buf, statements, final, params, types):
+        """A Python `run_graph` making the schedule's calls in order and deleting each array after
+        its last use (plan.Call.dead); the Segments it calls. `types` {variable: Value} gains the
+        variables made by statements the driver runs as Python."""
+        profile = self.schedule.profile
+        segments, driver = [], ["__t = __perf_counter()"] if profile else []
+        for call in self.schedule.calls:
+            lines = self.driver_call(buf, call, statements, segments, types)
+            if profile:     # one kernel a call
+                lines.append(f"__t = __record({call.kernels[0].name!r}, __t)")
+            dead = [self.var(v) for v in call.dead]
             driver += lines + ([f"del {', '.join(dead)}"] if dead else [])
-        if self.profile:
+        if profile:
             buf.splice(fill("profile.py.tmpl"))
         buf.splice(fill("driver.py.tmpl", name="run_graph", params=", ".join(params),
                         body=driver + final.lines))
         buf.line()
         return segments
 
-    def host(self, statements, function, jitted):
-        """Record that `function` of the module (njit or the Python driver) runs the statements'
-        kernels (read by explain)."""
-        for s in statements:
-            if s.kernel is not None:
-                self.hosts[s.kernel] = (function, jitted)
+    def driver_call(self, buf, call, statements, segments, types):
+        """The driver's lines for one plan.Call, writing a segment's function to `buf` and adding
+        the compiled calls it makes to `segments`."""
+        if call.kind == "segment":
+            reads, made = [self.var(v) for v in call.reads], [self.var(v) for v in call.makes]
+            ret = Statement([], [f"return {lit_tuple([self.contiguous(r) for r in made])}"])
+            self.write_function(buf, "segment.py.tmpl", call.name, reads,
+                                [statements[k.name] for k in call.kernels] + [ret])
+            segments.append(Segment(call.name, reads, made, links=call.links))
+            return [f"{lit_tuple(made) if made else '_'} = {call.name}({', '.join(reads)})"]
+        (kernel,) = call.kernels
+        statement = statements[kernel.name]
+        lines = list(statement.lines)
+        if call.kind == "python":
+            # Python source calling a library kernel: its dispatcher compiles (or loads from
+            # its cache) at the first run, for the types it meets. Later calls are compiled
+            # for what it makes as C arrays (another layout compiles again when met).
+            types.update((t, self.values[t]) for t in statement.targets)
+            return lines
+        if call.kind == "movement":
+            function, args = self.bind_movement(kernel, statement)
+            lines[-1] = (f"{statement.lhs} = {function}({', '.join(map(str, args))})"
+                         f"  # {statement.expr}")
+        else:     # a library kernel's or a fused kernel's own machine code
+            function, args = statement.call
+        targets = statement.targets
+        segments.append(Segment(function, args, targets, unpack=len(targets) > 1, links=call.links))
+        return lines
 
     def contiguous(self, name):
         """Source for variable `name` as a C array (numpy's ascontiguousarray would make a 0-d
@@ -383,32 +317,6 @@ class Emitter:
                         body=[line for s in statements for line in s.lines]))
         buf.line()
         buf.line()
-
-
-def library_calls(statements):
-    """How many library kernel calls the statements' code makes."""
-    return sum(s.library_calls for s in statements)
-
-
-def driver_steps(statements, python_library=False):
-    """The steps of a Python driver over `statements`: each library call and data movement (see
-    calls.py) alone, the statements between them in lists of at most MAX_SEGMENT_STATEMENTS lines (an
-    njit segment each), except that a lone fused kernel is called directly, without a segment.
-    With `python_library`, any statement calling a library kernel (a reshaped MatMul, say) is a
-    step of its own that the driver runs as Python: no njit segment links the kernel in."""
-    chunks, chunk = [], []
-    for s in statements:
-        if s.library or s.movement or (python_library and library_calls([s])):
-            chunks.extend([chunk, s] if chunk else [s])
-            chunk = []
-            continue
-        if chunk and sum(len(c.lines) for c in chunk) + len(s.lines) > MAX_SEGMENT_STATEMENTS:
-            chunks.append(chunk)
-            chunk = []
-        chunk.append(s)
-    chunks += [chunk] if chunk else []
-    return [c[0] if isinstance(c, list) and len(c) == 1 and c[0].call is not None else c
-            for c in chunks]
 
 
 def lit_tuple(items):

@@ -53,8 +53,10 @@ def _row(kernel, compiled, profile):
 # -- which function runs each kernel, and is it compiled? ----------------------------------------
 def _kernel_hosts(compiled):
     """{kernel name: True when it runs inside a Numba-compiled function of the generated module},
-    from where emit put each kernel (emit.Module.hosts: the host function, njit or not)."""
-    hosts = getattr(compiled, "hosts", None) or {}
+    from the plan's schedule (plan.Schedule.hosts: the function running each kernel, njit or the
+    Python driver)."""
+    schedule = getattr(compiled, "schedule", None)
+    hosts = schedule.hosts() if schedule is not None else {}
     found = {}
     for kernel in compiled.kernels:
         host = hosts.get(kernel.name)
@@ -81,7 +83,7 @@ def _is_dispatcher(target):
 
 def _is_compiled(module, function, jitted):
     """A function is compiled when the module holds it as a Numba dispatcher with machine code
-    (without a module: when emit wrote it as an njit function)."""
+    (without a module: when the schedule made it an njit function)."""
     target = getattr(module, function, None) if module is not None else None
     if target is None:
         return jitted

@@ -11,7 +11,7 @@ from .emit import Emitter
 import numpy as np
 
 from .ir import BIT_TYPES, NARROW_FLOATS, Value
-from .plan import plan
+from .plan import plan, schedule
 from .specialize import specialize
 from .tiers import COMPILED, DRIVER, reference_runner
 from .validate import current_limit
@@ -32,7 +32,7 @@ class CompiledGraph:
     guarded: object = None   # the njit dispatcher, type- and shape-checking (see rep.run)
     tier: str = "compiled"   # or "reference" / "driver" while the optimized code compiles (tiers.py)
     lazy_calls: int = 0      # library calls its driver makes as Python, compiled at the first run
-    hosts: dict = None       # kernel name -> (function of the module running it, njit?) (emit)
+    schedule: object = None  # plan.Schedule: njit entry or driver, which function runs each kernel
 
     @property
     def profile(self):
@@ -47,9 +47,11 @@ OPTIMIZE = {"none": (False, False), "basic": (False, True), "all": (True, True)}
 
 def generate(model, signature, label="model", profile=False, values=None, entry=None,
              optimize="all"):
-    """Specialize, plan and emit `model` for `signature`, and import the generated module;
-    (program, kernels, emit.Module, module). Nothing is compiled yet. `optimize` is a key of
-    OPTIMIZE."""
+    """Specialize, plan (kernels, then their schedule) and emit `model` for `signature`, and import
+    the generated module; (program, kernels, emit.Module, module). Nothing is compiled yet.
+    `entry` "driver" keeps library kernels out of compiled code (plan.schedule); default
+    ONNXJIT_ENTRY, else "auto".
+    `optimize` is a key of OPTIMIZE."""
     import onnxjit.ops  # noqa: F401  (registers the lowerings)
     values = values or {}
     inputs = [Value(tuple(shape), dtype, const=values.get(name), name=name)
@@ -58,7 +60,7 @@ def generate(model, signature, label="model", profile=False, values=None, entry=
     program = specialize(model, inputs, peepholes)
     kernels = plan(program, fuse)
     entry = entry or os.environ.get("ONNXJIT_ENTRY", "auto")
-    generated = Emitter(program, kernels, label, profile=profile, entry=entry).emit()
+    generated = Emitter(program, schedule(program, kernels, entry, profile), label).emit()
     return program, kernels, generated, load_source(generated.source, generated.kernel_files)
 
 
@@ -70,7 +72,7 @@ def compile_model(model, signature, label="model", profile=False, values=None,
     the compiled code is specialized on them. With `cached_only`, a graph whose machine code is
     not all in the caches yet comes back on a lower tier (see tiers.py) instead of compiling;
     `progress(done, total, name)` hears of each call that compiles. `entry` "driver" calls library
-    kernels from a Python driver only, never linking them into an njit entry (emit.Emitter);
+    kernels from a Python driver only, never linking them into an njit entry (plan.schedule);
     default ONNXJIT_ENTRY, else "auto". `claims` (compile.Claims) shares the work with other
     compile workers. `optimize`: a key of OPTIMIZE.
     """
@@ -96,10 +98,10 @@ def compile_model(model, signature, label="model", profile=False, values=None,
     if entries is None:
         return CompiledGraph(signature, reference_runner(model, current_limit()), (), generated.listing, kernels,
                              program, time.perf_counter() - start, module.__file__, module,
-                             tier="reference", hosts=generated.hosts)
+                             tier="reference", schedule=generated.schedule)
     # An njit entry is called through its compiled entry point, skipping the dispatcher's type
     # matching (~0.4 us): rep.run only calls it with arrays whose shape, dtype and layout match.
-    single = bool(entries) and generated.segments[0].name == generated.entry
+    single = bool(entries) and generated.schedule.entry == "njit"
     fn = entries[0] if single else getattr(module, generated.entry)
     fn = program.with_python_outputs(_narrow_edges(fn, program))   # ZipMap, string labels
     guarded = None
@@ -111,7 +113,7 @@ def compile_model(model, signature, label="model", profile=False, values=None,
     return CompiledGraph(signature, fn, tuple(generated.weights),
                          generated.listing, kernels, program, time.perf_counter() - start,
                          module.__file__, module, guarded, lazy_calls=generated.lazy_calls,
-                         hosts=generated.hosts)
+                         schedule=generated.schedule)
 
 
 def _narrow_edges(fn, program):

@@ -42,7 +42,7 @@ def test_second_process_loads_from_disk(tmp_path):
 
 def long_model(blocks=16, dims=(1, 2, 6, 6)):
     """x -> blocks x (MaxPool 3x3 same-size -> Relu(Add(., x))) -> Flatten -> y: a graph too long
-    for one njit entry (emit.MAX_SEGMENT_STATEMENTS), with a library call in every block."""
+    for one njit entry (plan.MAX_SEGMENT_STATEMENTS), with a library call in every block."""
     import onnx
     from onnx import TensorProto, helper
     nodes, prev = [], "x"

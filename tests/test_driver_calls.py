@@ -146,7 +146,7 @@ def pools(dims, n=5):
 def test_short_heavy_graphs_take_the_driver(dims, driver, njit_entry):
     """Writing 2^20 elements or more, a short graph of library calls is driven from Python
     (nothing to compile), a light one keeps its njit entry (no per-call overhead)."""
-    from onnxjit.emit import DRIVER_MIN_ELEMENTS
+    from onnxjit.plan import DRIVER_MIN_ELEMENTS
     assert (5 * np.prod(dims) >= DRIVER_MIN_ELEMENTS) == driver
     model = pools(dims)
     rep = backend.prepare(model)

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 
 import onnxjit
 from onnxjit.explain import explain, format_table, show_main, to_html
-from onnxjit.plan import Kernel
+from onnxjit.plan import Call, Kernel, Schedule
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -152,10 +152,11 @@ def test_compiled_flag_false_for_python_driver_kernels():
               "    return (t1,)\n\n\ndef run_graph(in_x):\n    (t1,) = segment_0(in_x)\n"
               "    # call_1_op: n (Op)\n    t2 = op(t1)\n    return (t2,)\n")
     kernels = [Kernel("fused", [], name="fused_0_relu"), Kernel("call", [], name="call_1_op")]
-    # where emit put each kernel (emit.Module.hosts): explain reads it, not the source
-    hosts = {"fused_0_relu": ("segment_0", True), "call_1_op": ("run_graph", False)}
+    # where the plan's schedule runs each kernel: explain reads it, not the source
+    schedule = Schedule("driver", [Call("segment", kernels[:1], name="segment_0"),
+                                   Call("python", kernels[1:])], kernels)
     compiled = SimpleNamespace(source=source, kernels=kernels, module=None, profile=None,
-                               hosts=hosts)
+                               schedule=schedule)
     fake = SimpleNamespace(compiled=lambda signature=None: compiled)
     assert [r["compiled"] for r in explain(fake)] == [True, False]
 
