@@ -30,8 +30,7 @@ class Step:
     kind "ew": `expr` is a scalar expression over `{0}`, `{1}`... (the inputs' elements);
     `modules` the library modules it calls (`__k_scalar.erf_f32`).
     kind "call": `op` says what it runs (steps.LibraryCall, Movement or ArrayExpr) over the
-    input slots 0, 1... (`inputs`), yielding `outs`; `expr` is the source a lowering wrote
-    for it through `LoweringContext.call` ("" when it recorded the op itself).
+    input slots 0, 1... (`inputs`), yielding `outs`; `expr` is "".
     """
     kind: str
     expr: str
@@ -41,13 +40,6 @@ class Step:
     meta: dict = field(default_factory=dict)     # what a lowering records for later peepholes
     op: object = None
     modules: set = field(default_factory=set)
-
-    def __setattr__(self, name, value):
-        # A peephole that rewrites a call step's source (`step.expr = ...`, the API before
-        # `op`) has it read into the op again, with the step's inputs as they are now.
-        object.__setattr__(self, name, value)
-        if name == "expr" and self.kind == "call" and getattr(self, "op", None) is not None:
-            object.__setattr__(self, "op", steps.from_fragment(value, self.inputs))
 
     def value(self, name):
         """The input Value passed as the op's argument `name` (steps.LibraryCall.names)."""
@@ -170,16 +162,24 @@ class LoweringContext:
         return out
 
     def call(self, expr, *inputs, shape, dtype, meta=None, view=False):
-        """A Value computed by the array expression `expr` over the inputs' arrays.
+        """A Value computed by the array expression `expr` (a steps.Expr, e.g.
+        `E.lib("tensor_misc", "det", E.contiguous(x).reshape(x3))`) over the Values it reads.
 
-        view=True: the result may share memory with an input (reshape, slicing ...), so the
-        emitter copies it before handing it out as a graph output.
+        `inputs`: the step's inputs in order (default: the Values `expr` reads, in the order
+        it reads them); each Value of `expr` must be among them. view=True: the result may
+        share memory with an input (reshape, slicing ...), so the emitter copies it before
+        handing it out as a graph output.
         """
         return self.call_multi(expr, *inputs, outs=[(shape, dtype)], meta=meta, view=view)[0]
 
     def call_multi(self, expr, *inputs, outs, meta=None, view=False):
-        """Several Values from one array expression returning a tuple."""
-        return self._record(expr, steps.from_fragment(expr, inputs), inputs, outs, meta, view)
+        """Several Values ([(shape, dtype)...] `outs`) from one expression returning a tuple."""
+        if not isinstance(expr, steps.Expr):
+            raise TypeError(f"ctx.call takes a steps.Expr, not {type(expr).__name__}: "
+                            "lowerings hand over structured steps, never source text")
+        inputs = list(inputs) if inputs else steps.inputs_of(expr)
+        op = steps.op_of(steps.replace_inputs(expr, lambda value: _slot(inputs, value)))
+        return self._record(op, inputs, outs, meta, view)
 
     def kernel(self, kernel, *args, shape=None, dtype=None, outs=None, meta=None, names=(),
                view=False):
@@ -195,20 +195,21 @@ class LoweringContext:
             else:
                 call_args.append(steps.param(a))
         op = steps.LibraryCall(tuple(kernel), call_args, tuple(names))
-        values = self._record("", op, inputs, outs or [(shape, dtype)], meta, view)
+        values = self._record(op, inputs, outs or [(shape, dtype)], meta, view)
         return values if outs is not None else values[0]
 
     def record(self, op, *inputs, shape=None, dtype=None, outs=None, meta=None, view=False):
         """The Value (or Values, given `outs`) of a call step running `op` (steps.LibraryCall,
-        Movement or ArrayExpr) over `inputs` (its slots 0, 1 ...)."""
-        values = self._record("", op, inputs, outs or [(shape, dtype)], meta, view)
+        Movement or ArrayExpr over slots, e.g. `steps.ArrayExpr(expr)` with `steps.slot(i)`;
+        steps.OPAQUE for another back end's step) over `inputs` (its slots 0, 1 ...)."""
+        values = self._record(op, inputs, outs or [(shape, dtype)], meta, view)
         return values if outs is not None else values[0]
 
-    def _record(self, expr, op, inputs, outs, meta, view):
+    def _record(self, op, inputs, outs, meta, view):
         values = [Value(tuple(int(d) for d in s), np.dtype(t), name=self._out_name(i))
                   for i, (s, t) in enumerate(outs)]
         self._check_dtype(None, *inputs, *values)
-        step = Step("call", expr, list(inputs), values, [self.label], dict(meta or {}), op)
+        step = Step("call", "", list(inputs), values, [self.label], dict(meta or {}), op)
         step.meta["view"] = view
         for v in values:
             v.producer = step
@@ -305,6 +306,14 @@ class LoweringContext:
                 self.fail(f"onnxjit holds {(held or [dtype])[0]} as bit patterns and computes "
                           "on it only through Cast, CastLike, (De)QuantizeLinear and data "
                           "movement ops")
+
+
+def _slot(inputs, value):
+    """The first input slot holding `value`."""
+    for i, v in enumerate(inputs):
+        if v is value:
+            return i
+    raise ValueError(f"{value.name or 'a Value'} read by the expression is not one of the inputs")
 
 
 def lower_node(program, node, inputs, opset, model_opsets, env=None):

@@ -8,62 +8,6 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxjit.backend as backend
-from onnxjit.steps import Movement, from_fragment
-
-
-def movement_call(expr):
-    """(params, body, arguments as source) of the shared kernel for `expr` over variables t<i>,
-    read as a lowering's fragment (variables become input slots); None unless it is movement."""
-    names = list(dict.fromkeys(re.findall(r"\bt\d+\b", expr)))
-    try:
-        fragment = re.sub(r"\bt\d+\b", lambda m: "{%d}" % names.index(m.group()),
-                          expr.replace("{", "{{").replace("}", "}}"))
-    except ValueError:
-        return None
-    op = from_fragment(fragment, [object()] * len(names))
-    if not isinstance(op, Movement):
-        return None
-    params, body, args = op.kernel(names)
-    return params, body, [str(a) for a in args]
-
-
-@pytest.mark.parametrize("expr,params,body,args", [
-    ("__np.concatenate((t1, t2), axis=1)", ["a0", "a1", "p0"],
-     "__np.concatenate((a0, a1), axis=p0)", ["t1", "t2", "1"]),
-    ("__k_movement.concat((__np.ascontiguousarray(t1), __np.ascontiguousarray(t2),), 1, "
-     "(1, 5, 7))", ["a0", "a1", "p0", "p1"],
-     "__k_movement.concat((__np.ascontiguousarray(a0), __np.ascontiguousarray(a1)), p0, p1)",
-     ["t1", "t2", "1", "(1, 5, 7)"]),
-    ("__np.ascontiguousarray(t7).reshape((1, 4, 28))", ["a0", "p0"],
-     "__np.ascontiguousarray(a0).reshape(p0)", ["t7", "(1, 4, 28)"]),
-    ("(__np.ascontiguousarray(t1[:, 0:2]), __np.ascontiguousarray(t1[:, 2:-1]),)",
-     ["a0", "p0", "p1", "p2", "p3"],
-     "(__np.ascontiguousarray(a0[:, p0:p1]), __np.ascontiguousarray(a0[:, p2:p3]))",
-     ["t1", "0", "2", "2", "-1"]),
-    ("__np.ascontiguousarray(__np.transpose(__np.ascontiguousarray(t0).reshape((1, 2, 2)), "
-     "(0, 2, 1))).reshape((1, 4))", ["a0", "p0", "p1", "p2"],
-     "__np.ascontiguousarray(__np.transpose(__np.ascontiguousarray(a0).reshape(p0), p1))"
-     ".reshape(p2)", ["t0", "(1, 2, 2)", "(0, 2, 1)", "(1, 4)"]),
-])
-def test_movement_call_parametrizes_numbers(expr, params, body, args):
-    assert movement_call(expr) == (params, body, args)
-
-
-@pytest.mark.parametrize("expr", [
-    "__k_pool.maxpool(t1, (3, 3))",                 # a library kernel: library_call's business
-    "__k_movement.take_axis(t1, t2, 0.5)",          # ... unless one of MOVEMENT_KERNELS
-    "__np.ones((1, 4), __np.float32)",              # not data movement
-    "t1.reshape((2, 3)).sum()",
-    "__np.concatenate((t1, t2), axis=True)",        # bools stay literal (branch pruning)
-    "__np.ascontiguousarray(t1).reshape((2.0, 3))",
-    "t1 + t2",
-    "__np.transpose(t1, (1, 0), x=1)",
-    "__np.ascontiguousarray(__os.system).reshape((1,))",
-    "(1, 2)",                                       # no array at all
-    "not valid python (",
-])
-def test_movement_call_refuses_anything_else(expr):
-    assert movement_call(expr) is None
 
 
 def concat_split_model(blocks=12, dims=(1, 2, 6, 6)):

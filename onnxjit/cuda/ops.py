@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.movement import const_ints, even_split, norm_axis, pad_map, prod, reshape_target
+from ..steps import OPAQUE
 
 _RULES: dict[str, list] = {}
 
@@ -39,7 +40,7 @@ def lowered_ops():
 
 def step(ctx, kind, *inputs, outs, view=False, **params):
     """Values made by one CUDA step of family `kind` (see cuda/launch.py)."""
-    return ctx.call_multi("", *inputs, outs=outs, meta={"cuda": kind, **params}, view=view)
+    return ctx.record(OPAQUE, *inputs, outs=outs, meta={"cuda": kind, **params}, view=view)
 
 
 def one(ctx, kind, *inputs, shape, dtype, **params):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import NARROW_FLOATS
+from .. import steps as E
 from ..registry import register
 
 # narrow floats (float16, bfloat16) are held in float32 arrays inside compiled code
@@ -28,8 +29,8 @@ def _heads(ctx, x, heads, what):
     if x.rank != 3 or not heads or x.shape[2] % heads:
         ctx.fail(f"{what} of shape {x.shape} cannot be split into {heads} heads")
     nb, s, hd = x.shape
-    return ctx.call(f"__k_attention.to_heads({{0}}, {ctx.lit(int(heads))})", x,
-                    shape=(nb, heads, s, hd // heads), dtype=x.dtype)
+    return ctx.kernel(("attention", "to_heads"), x, int(heads),
+                      shape=(nb, heads, s, hd // heads), dtype=x.dtype)
 
 
 def _mask4(ctx, mask, dtype):
@@ -44,8 +45,7 @@ def _mask4(ctx, mask, dtype):
     else:
         _floats(ctx, mask)
     shape = (1,) * (4 - mask.rank) + tuple(mask.shape)
-    return ctx.call(f"{{0}}.reshape({ctx.lit(shape)})", mask, shape=shape, dtype=mask.dtype,
-                    view=True)
+    return ctx.call(E.reshape(mask, shape), shape=shape, dtype=mask.dtype, view=True)
 
 
 def _kv(ctx, past, cur, what):
@@ -56,13 +56,13 @@ def _kv(ctx, past, cur, what):
         ctx.fail(f"{what} of shape {past.shape} does not extend {cur.shape}")
     _floats(ctx, past)
     shape = (*cur.shape[:2], past.shape[2] + cur.shape[2], cur.shape[3])
-    return ctx.call("__k_attention.concat_seq({0}, {1})", past, cur, shape=shape, dtype=cur.dtype)
+    return ctx.kernel(("attention", "concat_seq"), past, cur, shape=shape, dtype=cur.dtype)
 
 
 def _scale_sqrt(ctx, scale, head_size, dtype):
     """sqrt(scale) in the input dtype: ONNX multiplies both Q and K by it."""
     scale = 1 / np.sqrt(head_size) if scale is None else scale
-    return ctx.scalar(np.sqrt(scale), dtype)
+    return E.scalar(np.sqrt(scale), dtype)
 
 
 def _check_attention(ctx, q, k, v, past_key, past_value, nonpad, mode):
@@ -102,16 +102,16 @@ def Attention(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None,
                      "(past and present) it masks")
     want_qk = len(ctx.node.output) > 3 and bool(ctx.node.output[3])
     past = past_key.shape[2] if past_key is not None else 0
-    consts = [ctx.lit(past), _scale_sqrt(ctx, scale, d, q.dtype)] + [ctx.lit(a) for a in (
-        bool(is_causal), float(softcap), int(left_window_size), int(right_window_size),
-        int(qk_matmul_output_mode), want_qk)]
-    expr = f"__k_attention.attention({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {', '.join(consts)})"
-    y, qk = ctx.call_multi(expr, q4, k4, v4, _mask4(ctx, attn_mask, q.dtype), nonpad_kv_seqlen,
+    inputs = (q4, k4, v4, _mask4(ctx, attn_mask, q.dtype), nonpad_kv_seqlen)
+    expr = E.lib("attention", "attention", *inputs, past, _scale_sqrt(ctx, scale, d, q.dtype),
+                 bool(is_causal), float(softcap), int(left_window_size), int(right_window_size),
+                 int(qk_matmul_output_mode), want_qk)
+    y, qk = ctx.call_multi(expr, *inputs,     # absent ones (None) keep their slots
                            outs=[((nb, hq, sq, v4.shape[3]), q.dtype),
                                  ((nb, hq, sq, skv) if want_qk else (0, 0, 0, 0), q.dtype)])
     if q.rank == 3:
-        y = ctx.call("__k_attention.from_heads({0})", y, shape=(nb, sq, hq * v4.shape[3]),
-                     dtype=q.dtype)
+        y = ctx.kernel(("attention", "from_heads"), y, shape=(nb, sq, hq * v4.shape[3]),
+                       dtype=q.dtype)
     return [y, k4, v4, qk]
 
 
@@ -124,20 +124,18 @@ def RotaryEmbedding(ctx, x, cos_cache, sin_cache, position_ids=None, interleaved
         xv = x
     elif x.rank == 3 and num_heads and x.shape[2] % num_heads == 0:
         nb, ns, nh, hd = x.shape[0], x.shape[1], num_heads, x.shape[2] // num_heads
-        xv = ctx.call(f"{{0}}.reshape({ctx.lit((nb, ns, nh, hd))})", x, shape=(nb, ns, nh, hd),
-                      dtype=x.dtype, view=True)
+        xv = ctx.call(E.reshape(x, (nb, ns, nh, hd)), shape=(nb, ns, nh, hd), dtype=x.dtype,
+                      view=True)
     else:
         ctx.fail(f"input of shape {x.shape} with num_heads={num_heads} is not supported")
     rdim = rotary_embedding_dim or hd
     if rdim % 2 or rdim > hd:
         ctx.fail(f"rotary_embedding_dim {rdim} must be even and at most the head size {hd}")
     cos, sin, pos = _rotary_tables(ctx, cos_cache, sin_cache, position_ids, nb, ns, rdim // 2)
-    expr = (f"__k_attention.rotary({{0}}, {{1}}, {{2}}, {{3}}, {ctx.lit(x.rank == 4)}, "
-            f"{ctx.lit(bool(interleaved))}, {ctx.lit(int(rdim))})")
-    out = ctx.call(expr, xv, cos, sin, pos, shape=xv.shape, dtype=x.dtype)
+    out = ctx.kernel(("attention", "rotary"), xv, cos, sin, pos, x.rank == 4, bool(interleaved),
+                     int(rdim), shape=xv.shape, dtype=x.dtype)
     if x.rank == 3:
-        out = ctx.call(f"{{0}}.reshape({ctx.lit(x.shape)})", out, shape=x.shape, dtype=x.dtype,
-                       view=True)
+        out = ctx.call(E.reshape(out, x.shape), shape=x.shape, dtype=x.dtype, view=True)
     return out
 
 
@@ -152,8 +150,8 @@ def _rotary_tables(ctx, cos, sin, pos, nb, ns, half):
     if cos.shape != (nb, ns, half):
         ctx.fail(f"without position_ids the caches must be {(nb, ns, half)}, got {cos.shape}")
     flat = (nb * ns, half)
-    cos, sin = (ctx.call(f"{{0}}.reshape({ctx.lit(flat)})", c, shape=flat, dtype=c.dtype,
-                         view=True) for c in (cos, sin))
+    cos, sin = (ctx.call(E.reshape(c, flat), shape=flat, dtype=c.dtype, view=True)
+                for c in (cos, sin))
     return cos, sin, ctx.constant(np.arange(nb * ns, dtype=np.int64).reshape(nb, ns))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
+from .. import steps as E
 from ..ir import compute_dtype
 from ..registry import register
 from .attention import _floats
@@ -19,9 +20,9 @@ def _text(value):
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _empty_of(ctx, dtype):
-    """Source of a 0-size array whose dtype is the one compiled code holds `dtype` in."""
-    return f"__np.empty(0, {ctx.dtype_src(dtype)})"
+def _empty_of(dtype):
+    """A 0-size array whose dtype is the one compiled code holds `dtype` in."""
+    return E.numpy("empty", 0, E.dtype(dtype))
 
 
 @register("LinearAttention", since=27)
@@ -61,11 +62,11 @@ def LinearAttention(ctx, query, key, value, past_state=None, decay=None, beta=No
     if past_state is not None and past_state.shape != state_shape:
         ctx.fail(f"past_state of shape {past_state.shape} must be {state_shape}")
     scale_val = 1.0 / np.sqrt(dk) if not scale else float(scale)
-    expr = (f"__k_attention_ext.linear_attention({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, "
-            f"{ctx.lit(int(hq))}, {ctx.lit(int(hkv))}, "
-            f"{ctx.scalar(scale_val, compute_dtype(query.dtype))})")
+    inputs = (query, key, value, past_state, decay, beta)
+    expr = E.lib("attention_ext", "linear_attention", *inputs, int(hq), int(hkv),
+                 E.scalar(scale_val, compute_dtype(query.dtype)))
     state_dtype = past_state.dtype if past_state is not None else query.dtype
-    return ctx.call_multi(expr, query, key, value, past_state, decay, beta,
+    return ctx.call_multi(expr, *inputs,     # absent ones (None) keep their slots
                           outs=[((nb, nt, hq * dv), query.dtype), (state_shape, state_dtype)])
 
 
@@ -87,9 +88,9 @@ def CausalConvWithState(ctx, x, weight, bias=None, past_state=None, activation="
         ctx.fail(f"bias of shape {bias.shape} must be ({nc},)")
     if past_state is not None and past_state.shape != (nb, nc, kk - 1):
         ctx.fail(f"past_state of shape {past_state.shape} must be {(nb, nc, kk - 1)}")
-    expr = (f"__k_attention_ext.causal_conv_with_state({{0}}, {{1}}, {{2}}, {{3}}, "
-            f"{ctx.lit(act != 'none')})")
-    return ctx.call_multi(expr, x, weight, bias, past_state,
+    inputs = (x, weight, bias, past_state)
+    expr = E.lib("attention_ext", "causal_conv_with_state", *inputs, act != "none")
+    return ctx.call_multi(expr, *inputs,     # absent ones (None) keep their slots
                           outs=[(x.shape, x.dtype), ((nb, nc, kk - 1), x.dtype)])
 
 
@@ -137,11 +138,11 @@ def FlexAttention(ctx, q, k, v, prob_mod=None, score_mod=None, softmax_precision
         ctx.fail(f"incompatible Q {q.shape}, K {k.shape}, V {v.shape}")
     sdt = _precision_dtype(ctx, q, softmax_precision)
     scale = 1.0 / np.sqrt(e) if scale is None else scale
-    sscale = ctx.scalar(np.sqrt(np.float32(scale)), q.dtype)
-    scores = ctx.call(f"__k_attention_ext.flex_scores({{0}}, {{1}}, {sscale}, "
-                      f"{_empty_of(ctx, sdt)})", q, k, shape=(nb, hq, nl, ns), dtype=sdt)
+    sscale = E.scalar(np.sqrt(np.float32(scale)), q.dtype)
+    scores = ctx.call(E.lib("attention_ext", "flex_scores", q, k, sscale, _empty_of(sdt)), q, k,
+                      shape=(nb, hq, nl, ns), dtype=sdt)
     scores = _modifier(ctx, score_mod, scores, "score_mod")
-    probs = ctx.call("__k_attention_ext.softmax_last({0})", scores, shape=scores.shape, dtype=sdt)
+    probs = ctx.kernel(("attention_ext", "softmax_last"), scores, shape=scores.shape, dtype=sdt)
     probs = _modifier(ctx, prob_mod, probs, "prob_mod")
-    return ctx.call(f"__k_attention_ext.flex_output({{0}}, {{1}}, {_empty_of(ctx, v.dtype)})",
-                    probs, v, shape=(nb, hq, nl, v.shape[3]), dtype=v.dtype)
+    return ctx.call(E.lib("attention_ext", "flex_output", probs, v, _empty_of(v.dtype)), probs, v,
+                    shape=(nb, hq, nl, v.shape[3]), dtype=v.dtype)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import steps as E
 from ..registry import register
 
 MAX_UNROLLED_ITERATIONS = 64
@@ -40,7 +41,7 @@ def _stack(ctx, values, body, k):
     shape = (len(values),) + values[0].shape
     if any(v.shape != values[0].shape for v in values):
         ctx.fail("scan outputs change shape between iterations")
-    args = ", ".join(f"__np.ascontiguousarray({{{i}}}).reshape({ctx.lit((1,) + v.shape)})"
-                     for i, v in enumerate(values))
-    return ctx.call(f"__np.concatenate(({args},), axis=0)", *values, shape=shape,
+    rows = E.tuple_of(*(E.contiguous(v).reshape((1,) + v.shape) for v in values),
+                      trailing_comma=True)
+    return ctx.call(E.numpy("concatenate", rows, axis=0), *values, shape=shape,
                     dtype=values[0].dtype)

@@ -10,6 +10,7 @@ import numpy as np
 from onnx import TensorProto
 
 from ..ir import BIT_TYPES, COMPILABLE_DTYPES, NARROW_FLOATS, tensor_dtype
+from .. import steps as E
 from ..registry import register
 
 BOOL = np.dtype(np.bool_)
@@ -206,7 +207,7 @@ def _prelu_slope(ctx, x, slope):
     shape = tuple(d if i == axes[0] else 1 for i, d in enumerate(x.shape))
     if slope.const is not None:
         return ctx.constant(slope.const.reshape(shape))
-    return ctx.call(f"{{0}}.reshape({ctx.lit(shape)})", slope, shape=shape, dtype=slope.dtype)
+    return ctx.call(E.reshape(slope, shape), shape=shape, dtype=slope.dtype)
 
 
 # ---- binary ops ------------------------------------------------------------------------------
@@ -219,7 +220,7 @@ def _legacy_broadcast(ctx, a, b, broadcast, axis):
     shape = b.shape + (1,) * (a.rank - axis - b.rank)
     if b.const is not None:
         return ctx.constant(b.const.reshape(shape))
-    return ctx.call(f"{{0}}.reshape({ctx.lit(shape)})", b, shape=shape, dtype=b.dtype)
+    return ctx.call(E.reshape(b, shape), shape=shape, dtype=b.dtype)
 
 
 def _binary(op_type, expr, since, out_dtype=None, legacy=False):
@@ -456,9 +457,9 @@ def BitCast(ctx, x, to):
                  f"({8 * x.dtype.itemsize} and {8 * dtype.itemsize} bits)")
     if dtype == x.dtype:
         return _copy(ctx, x)
-    return ctx.call(f"__np.ascontiguousarray({{0}}).reshape({ctx.lit((x.size,))})"
-                    f".view({ctx.dtype_src(dtype)}).reshape({ctx.lit(tuple(x.shape))})", x,
-                    shape=x.shape, dtype=dtype, view=True)
+    flat = E.contiguous(x).reshape((x.size,))
+    return ctx.call(flat.view(E.dtype(dtype)).reshape(tuple(x.shape)), shape=x.shape,
+                    dtype=dtype, view=True)
 
 
 # ---- BatchNormalization (inference) ----------------------------------------------------------
@@ -478,8 +479,8 @@ def BatchNormalization(ctx, x, scale, bias, mean, var, epsilon=f32(1e-5), moment
         a = ctx.constant(a.astype(x.dtype).reshape(shape))
         b = ctx.constant(b.astype(x.dtype).reshape(shape))
         return ctx.elementwise("({0} * {1} + {2})", x, a, b, dtype=x.dtype)
-    shaped = [v if v.rank > 1 else ctx.call(f"{{0}}.reshape({ctx.lit(per_channel)})", v,
-                                            shape=per_channel, dtype=v.dtype)
+    shaped = [v if v.rank > 1 else ctx.call(E.reshape(v, per_channel), shape=per_channel,
+                                            dtype=v.dtype)
               for v in (scale, bias, mean, var)]
     return _ew(ctx, "(({0} - {3}) / __np.sqrt({4} + {eps}) * {1} + {2})", x, *shaped,
                dtype=x.dtype, eps=epsilon)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import steps as E
 from ..registry import register
 from .movement import as3d, const_ints, norm_axis, prod
 
 
-def flat_src(ctx, shape):
-    """Source viewing input {1} (an index array) with the given shape."""
-    return f"__np.ascontiguousarray({{1}}).reshape({ctx.lit(tuple(shape))})"
+def flat(indices, shape):
+    """The index array `indices` viewed with the given shape."""
+    return E.contiguous(indices).reshape(tuple(shape))
 
 
 def check_const_indices(ctx, indices, n):
@@ -33,12 +34,11 @@ def Gather(ctx, data, indices, axis=0):
     if indices.const is not None and indices.rank == 0:
         # One constant index: a basic slice, no kernel.
         k = int(indices.const) % n
-        index = ", ".join([":"] * axis + [ctx.lit(k)])
-        return ctx.call(f"__np.ascontiguousarray({{0}}[{index}])", data, shape=shape,
-                        dtype=data.dtype, view=True)
-    expr = (f"__k_indexing.gather({as3d(ctx, data, axis)}, {flat_src(ctx, (indices.size,))})"
-            f".reshape({ctx.lit(shape)})")
-    return ctx.call(expr, data, indices, shape=shape, dtype=data.dtype)
+        index = (slice(None),) * axis + (k,)
+        return ctx.call(E.contiguous(E.node(data)[index]), shape=shape, dtype=data.dtype,
+                        view=True)
+    expr = E.lib("indexing", "gather", as3d(data, axis), flat(indices, (indices.size,)))
+    return ctx.call(expr.reshape(shape), data, indices, shape=shape, dtype=data.dtype)
 
 
 @register("GatherElements", 11)
@@ -51,13 +51,15 @@ def GatherElements(ctx, data, indices, axis=0):
     src = data
     if any(i != d for a, (i, d) in enumerate(zip(indices.shape, data.shape)) if a != axis):
         # Indices smaller than data on other axes: read the matching corner of data.
-        index = ", ".join(":" if a == axis else f"0:{ctx.lit(i)}" for a, i in enumerate(indices.shape))
+        index = tuple(slice(None) if a == axis else slice(0, i)
+                      for a, i in enumerate(indices.shape))
         corner = tuple(data.shape[a] if a == axis else i for a, i in enumerate(indices.shape))
-        src = ctx.call(f"__np.ascontiguousarray({{0}}[{index}])", data, shape=corner, dtype=data.dtype, view=True)
+        src = ctx.call(E.contiguous(E.node(data)[index]), shape=corner, dtype=data.dtype,
+                       view=True)
     i3 = (prod(indices.shape[:axis]), indices.shape[axis], prod(indices.shape[axis + 1:]))
-    expr = (f"__k_indexing.gather_elements({as3d(ctx, src, axis)}, {flat_src(ctx, i3)})"
-            f".reshape({ctx.lit(indices.shape)})")
-    return ctx.call(expr, src, indices, shape=indices.shape, dtype=data.dtype)
+    expr = E.lib("indexing", "gather_elements", as3d(src, axis), flat(indices, i3))
+    return ctx.call(expr.reshape(indices.shape), src, indices, shape=indices.shape,
+                    dtype=data.dtype)
 
 
 @register("GatherND", 11)
@@ -71,9 +73,9 @@ def GatherND(ctx, data, indices, batch_dims=0):
     batch = prod(data.shape[:b])
     x3 = (batch, prod(dims), prod(data.shape[b + m:]))
     i3 = (batch, prod(indices.shape[b:-1]), m)
-    expr = (f"__k_indexing.gather_nd(__np.ascontiguousarray({{0}}).reshape({ctx.lit(x3)}), "
-            f"{flat_src(ctx, i3)}, {ctx.lit(tuple(dims))}).reshape({ctx.lit(shape)})")
-    return ctx.call(expr, data, indices, shape=shape, dtype=data.dtype)
+    expr = E.lib("indexing", "gather_nd", E.contiguous(data).reshape(x3), flat(indices, i3),
+                 tuple(dims))
+    return ctx.call(expr.reshape(shape), data, indices, shape=shape, dtype=data.dtype)
 
 
 @register("OneHot", 9)
@@ -85,6 +87,6 @@ def OneHot(ctx, indices, depth, values, axis=-1):
     axis = norm_axis(ctx, axis, indices.rank + 1)
     shape = indices.shape[:axis] + (n,) + indices.shape[axis:]
     i2 = (prod(indices.shape[:axis]), prod(indices.shape[axis:]))
-    expr = (f"__k_indexing.one_hot(__np.ascontiguousarray({{0}}).reshape({ctx.lit(i2)}), "
-            f"{ctx.lit(n)}, __np.ascontiguousarray({{1}}).reshape((2,))).reshape({ctx.lit(shape)})")
-    return ctx.call(expr, indices, values, shape=shape, dtype=values.dtype)
+    expr = E.lib("indexing", "one_hot", E.contiguous(indices).reshape(i2), n,
+                 E.contiguous(values).reshape((2,)))
+    return ctx.call(expr.reshape(shape), indices, values, shape=shape, dtype=values.dtype)

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from ..ir import NARROW_FLOATS
+from .. import steps as E
 from ..registry import register
 
 # narrow floats (float16, bfloat16) are held in float32 arrays inside compiled code
@@ -29,23 +30,19 @@ def _loss(ctx, kernel, x, target, weight, ignore_index, reduction, log_prob):
         ctx.fail(f"unknown reduction {reduction!r}")
     n, c = x.shape[:2]
     d = int(math.prod(x.shape[2:]))
-    x3 = ctx.call(f"{{0}}.reshape({ctx.lit((n, c, d))})", x, shape=(n, c, d), dtype=x.dtype,
-                  view=True)
-    t2 = ctx.call(f"{{0}}.reshape({ctx.lit((n, d))})", target, shape=(n, d), dtype=target.dtype,
-                  view=True)
+    x3 = ctx.call(E.reshape(x, (n, c, d)), shape=(n, c, d), dtype=x.dtype, view=True)
+    t2 = ctx.call(E.reshape(target, (n, d)), shape=(n, d), dtype=target.dtype, view=True)
     red = REDUCTIONS[reduction]
-    consts = ", ".join(ctx.lit(a) for a in (int(ignore_index or 0), ignore_index is not None, red))
-    expr = f"__k_attention.{kernel}({{0}}, {{1}}, {{2}}, {consts})"
+    expr = E.lib("attention", kernel, x3, t2, weight, int(ignore_index or 0),
+                 ignore_index is not None, red)
     loss_shape = (n, d) if red == 0 else (1, 1)
     outs = [(loss_shape, x.dtype)] + ([((n, c, d), x.dtype)] if log_prob else [])
     vals = ctx.call_multi(expr, x3, t2, weight, outs=outs) if log_prob else \
         [ctx.call(expr, x3, t2, weight, shape=loss_shape, dtype=x.dtype)]
     final = target.shape if red == 0 else ()
-    res = [ctx.call(f"{{0}}.reshape({ctx.lit(final)})", vals[0], shape=final, dtype=x.dtype,
-                    view=True)]
+    res = [ctx.call(E.reshape(vals[0], final), shape=final, dtype=x.dtype, view=True)]
     if log_prob:
-        res.append(ctx.call(f"{{0}}.reshape({ctx.lit(x.shape)})", vals[1], shape=x.shape,
-                            dtype=x.dtype, view=True))
+        res.append(ctx.call(E.reshape(vals[1], x.shape), shape=x.shape, dtype=x.dtype, view=True))
     return res
 
 

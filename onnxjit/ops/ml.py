@@ -9,6 +9,7 @@ from itertools import repeat
 
 import numpy as np
 
+from .. import steps as E
 from ..registry import register
 from .indexing import Gather
 from .movement import reshape
@@ -107,10 +108,9 @@ def LinearClassifier(ctx, x, classlabels_ints=None, classlabels_strings=None,
         ids = list(range(len(labels))) if strings else labels
     add_second = int(t == 1)
     n, k = x.shape[0], 2 if add_second else t
-    expr = (f"__k_ml.linear_classifier({{0}}, {{1}}, {{2}}, {{3}}, {ctx.lit(post)}, "
-            f"{ctx.lit(add_second)})")
-    label, scores = ctx.call_multi(
-        expr, x, ctx.constant(coef), ctx.constant(b), ctx.constant(np.asarray(ids, np.int64)),
+    label, scores = ctx.kernel(
+        ("ml", "linear_classifier"), x, ctx.constant(coef), ctx.constant(b),
+        ctx.constant(np.asarray(ids, np.int64)), post, add_second,
         outs=[((n,), np.int64), ((n, k), np.float32)], meta={"kind": "linear_classifier"})
     return _label_output(ctx, label, strings), scores
 
@@ -127,9 +127,8 @@ def LinearRegressor(ctx, x, coefficients=None, intercepts=None, post_transform="
     b = np.asarray(intercepts if intercepts else np.zeros(targets), np.float64)
     if b.size != targets:
         ctx.fail(f"{b.size} intercepts for {targets} targets")
-    expr = f"__k_ml.linear_regressor({{0}}, {{1}}, {{2}}, {ctx.lit(post)})"
-    return ctx.call(expr, x, ctx.constant(coef), ctx.constant(b),
-                    shape=(x.shape[0], int(targets)), dtype=np.float32)
+    return ctx.kernel(("ml", "linear_regressor"), x, ctx.constant(coef), ctx.constant(b), post,
+                      shape=(x.shape[0], int(targets)), dtype=np.float32)
 
 
 # -- SVMs -------------------------------------------------------------------------------------
@@ -143,8 +142,8 @@ def _kernel(ctx, kernel_type, kernel_params, svc):
     gamma, coef0, degree = (list(kernel_params or []) + [0.0, 0.0, 0.0])[:3]
     # without support vectors (liblinear) ORT always takes the linear kernel
     kind = KERNELS[kernel_type] if svc else 0
-    return ", ".join([ctx.lit(kind), ctx.scalar(gamma, np.float32),
-                      ctx.scalar(coef0, np.float32), ctx.scalar(degree, np.float32)])
+    return (kind, E.scalar(gamma, np.float32), E.scalar(coef0, np.float32),
+            E.scalar(degree, np.float32))
 
 
 @register("SVMClassifier", 1, domain=ML)
@@ -190,13 +189,11 @@ def SVMClassifier(ctx, x, classlabels_ints=None, classlabels_strings=None, coeff
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if nv else counts
     ids = np.arange(nc, dtype=np.int64) if classlabels_strings else np.asarray(labels, np.int64)
     positive = int(bool((np.asarray(coefficients, np.float32) >= 0).all()))
-    expr = (f"__k_ml.svm_classifier({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, {{6}}, {{7}}, "
-            f"{{8}}, {_kernel(ctx, kernel_type, kernel_params, nv > 0)}, {ctx.lit(post)}, "
-            f"{ctx.lit(positive)})")
     n = x.shape[0]
-    label, scores = ctx.call_multi(
-        expr, x, *(ctx.constant(a) for a in (sv, starts, counts, coef,
-                                              np.asarray(rho, np.float32), proba, probb, ids)),
+    tables = (sv, starts, counts, coef, np.asarray(rho, np.float32), proba, probb, ids)
+    label, scores = ctx.kernel(
+        ("ml", "svm_classifier"), x, *map(ctx.constant, tables),
+        *_kernel(ctx, kernel_type, kernel_params, nv > 0), post, positive,
         outs=[((n,), np.int64), ((n, width), np.float32)], meta={"kind": "svm"})
     return _label_output(ctx, label, classlabels_strings), scores
 
@@ -222,12 +219,10 @@ def SVMRegressor(ctx, x, coefficients=None, kernel_params=None, kernel_type="LIN
         features = coef.size
     if features != x.shape[1]:
         ctx.fail(f"the model is for {features} features, the input has {x.shape[1]}")
-    expr = (f"__k_ml.svm_regressor({{0}}, {{1}}, {{2}}, {{3}}, "
-            f"{_kernel(ctx, kernel_type, kernel_params, n_supports > 0)}, "
-            f"{ctx.lit(int(bool(one_class)))}, {ctx.lit(post)})")
-    return ctx.call(expr, x, ctx.constant(sv), ctx.constant(coef),
-                    ctx.constant(np.asarray(rho, np.float32)), shape=(x.shape[0], 1),
-                    dtype=np.float32)
+    return ctx.kernel(("ml", "svm_regressor"), x, ctx.constant(sv), ctx.constant(coef),
+                      ctx.constant(np.asarray(rho, np.float32)),
+                      *_kernel(ctx, kernel_type, kernel_params, n_supports > 0),
+                      int(bool(one_class)), post, shape=(x.shape[0], 1), dtype=np.float32)
 
 
 # -- feature transforms -----------------------------------------------------------------------
@@ -241,8 +236,8 @@ def Normalizer(ctx, x, norm="MAX"):
     if norm not in NORMS:
         ctx.fail(f"norm={norm!r} is not one of {sorted(NORMS)}")
     rows = _rows(ctx, x)
-    z = ctx.call(f"__k_ml.normalizer({{0}}, {ctx.lit(NORMS[norm])})", rows,
-                 shape=rows.shape, dtype=np.float32)
+    z = ctx.kernel(("ml", "normalizer"), rows, NORMS[norm],
+                   shape=rows.shape, dtype=np.float32)
     return reshape(ctx, z, x.shape)
 
 
@@ -366,9 +361,9 @@ def _key_codes(ctx, x, keys, what, nan_keys=False):
     order = np.argsort(k, kind="stable")
     sk = k[order]
     # keep the first of equal keys: searchsorted finds the leftmost, stable order keeps index order
-    return ctx.call("__k_ml.sorted_lookup({0}, {1}, {2}, " f"{ctx.lit(nan_index)}, -1)",
-                    x, ctx.constant(sk), ctx.constant(order.astype(np.int64)),
-                    shape=x.shape, dtype=np.int64)
+    return ctx.kernel(("ml", "sorted_lookup"), x, ctx.constant(sk),
+                      ctx.constant(order.astype(np.int64)), nan_index, -1,
+                      shape=x.shape, dtype=np.int64)
 
 
 def _map_values(ctx, codes, values, default, dtype):
@@ -380,9 +375,9 @@ def _map_values(ctx, codes, values, default, dtype):
                               dtype=np.int64)
         return ctx.python_output(out, _string_table(table))
     vals = np.asarray(values, dtype).ravel()
-    return ctx.call("__k_ml.take_default({0}, {1}, {2}, {3})", codes, ctx.constant(vals),
-                    ctx.constant(np.asarray([default], dtype)),
-                    ctx.constant(np.zeros(0, dtype)), shape=codes.shape, dtype=dtype)
+    return ctx.kernel(("ml", "take_default"), codes, ctx.constant(vals),
+                      ctx.constant(np.asarray([default], dtype)),
+                      ctx.constant(np.zeros(0, dtype)), shape=codes.shape, dtype=dtype)
 
 
 def _tensor_list(t):
@@ -478,8 +473,8 @@ def OneHotEncoder(ctx, x, cats_int64s=None, cats_strings=None, zeros=1):
     else:
         ctx.fail("cats_int64s or cats_strings is required")
     k = len(cats)
-    z = ctx.call(f"__k_ml.one_hot_codes({{0}}, {ctx.lit(k)}, {ctx.lit(int(bool(zeros)))})",
-                 codes, shape=(codes.size, k), dtype=np.float32)
+    z = ctx.kernel(("ml", "one_hot_codes"), codes, k, int(bool(zeros)),
+                   shape=(codes.size, k), dtype=np.float32)
     return reshape(ctx, z, tuple(x.shape) + (k,))
 
 

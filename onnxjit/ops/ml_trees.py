@@ -41,12 +41,10 @@ def _forest(ctx, x, build, n_targets, agg):
     a = {k: ctx.constant(v) for k, v in flat.arrays.items()}
     names = ("roots", "depth", "feat", "thr", "kids", "mode", "mstart", "mvals", "wstart",
              "wtarget", "wvalue", "leafw")
-    args = ", ".join(f"{{{i + 1}}}" for i in range(len(names)))
-    expr = (f"__k_trees.forest({{0}}, {args}, {ctx.lit(n_targets)}, {ctx.lit(agg)}, "
-            f"{ctx.lit(int(flat.fast))}, {ctx.lit(int(flat.single))})")
     n = x.shape[0]
-    scores, has = ctx.call_multi(expr, x, *(a[k] for k in names),
-                                 outs=[((n, n_targets), np.float64), ((n, n_targets), np.uint8)],
+    scores, has = ctx.kernel(("trees", "forest"), x, *(a[k] for k in names), n_targets, agg,
+                             int(flat.fast), int(flat.single),
+                             outs=[((n, n_targets), np.float64), ((n, n_targets), np.uint8)],
                                  meta={"kind": "tree_ensemble"})
     return scores, has, flat.n_trees
 
@@ -56,10 +54,9 @@ def _regression(ctx, x, build, n_targets, agg, post, base, out_dtype):
     scores, has, n_trees = _forest(ctx, x, build, n_targets, agg)
     base = np.zeros(0) if base is None else base
     like = ctx.constant(np.zeros(0, out_dtype))
-    expr = (f"__k_trees.regression_scores({{0}}, {{1}}, {ctx.lit(n_trees)}, {ctx.lit(agg)}, "
-            f"{{2}}, {ctx.lit(post)}, {{3}})")
-    return ctx.call(expr, scores, has, ctx.constant(base), like,
-                    shape=(x.shape[0], n_targets), dtype=out_dtype)
+    return ctx.kernel(("trees", "regression_scores"), scores, has, n_trees, agg,
+                      ctx.constant(base), post, like, shape=(x.shape[0], n_targets),
+                      dtype=out_dtype)
 
 
 def _given(attrs):
@@ -139,11 +136,10 @@ def TreeEnsembleClassifier(ctx, x, base_values=None, base_values_as_tensor=None,
     binary = k == 2 and len(set(class_ids or [])) == 1
     positive = bool((weights >= 0).all())
     ids = np.arange(k, dtype=np.int64) if classlabels_strings else np.asarray(labels, np.int64)
-    expr = (f"__k_trees.classifier_scores({{0}}, {{1}}, {{2}}, {ctx.lit(post)}, {{3}}, "
-            f"{ctx.lit(int(binary))}, {ctx.lit(int(positive))})")
     n = x.shape[0]
-    label, probs = ctx.call_multi(expr, scores, has, ctx.constant(base), ctx.constant(ids),
-                                  outs=[((n,), np.int64), ((n, k), np.float32)])
+    label, probs = ctx.kernel(("trees", "classifier_scores"), scores, has, ctx.constant(base),
+                              post, ctx.constant(ids), int(binary), int(positive),
+                              outs=[((n,), np.int64), ((n, k), np.float32)])
     if classlabels_strings:
         label = ctx.python_output(label, string_labels(classlabels_strings))
     return label, probs

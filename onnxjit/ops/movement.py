@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import steps as E
 from ..ir import compute_dtype, tensor_dtype
 from ..registry import register
 
@@ -36,30 +37,29 @@ def reshape(ctx, x, shape):
         ctx.fail(f"cannot reshape {list(x.shape)} into {list(shape)}")
     if shape == x.shape:
         return x
-    return ctx.call(f"__np.ascontiguousarray({{0}}).reshape({ctx.lit(shape)})", x,
-                    shape=shape, dtype=x.dtype, view=True)
+    return ctx.call(E.contiguous(x).reshape(shape), shape=shape, dtype=x.dtype, view=True)
 
 
-def as3d(ctx, x, axis):
-    """Source viewing x as (outer, x.shape[axis], inner)."""
+def as3d(x, axis):
+    """x viewed as (outer, x.shape[axis], inner)."""
     shape3 = (prod(x.shape[:axis]), x.shape[axis], prod(x.shape[axis + 1:]))
-    return f"__np.ascontiguousarray({{0}}).reshape({ctx.lit(shape3)})"
+    return E.contiguous(x).reshape(shape3)
 
 
 def take_axis(ctx, x, axis, src, fill=None):
     """x with axis `axis` replaced by x[..., src[j], ...], via the kernel.
 
-    Where src[j] < 0 the output holds `fill`: a Value (a run-time scalar) or scalar source.
+    Where src[j] < 0 the output holds `fill`: a Value (a run-time scalar) or a scalar
+    (steps.scalar).
     """
     src = np.asarray(src, np.int64)
     shape = x.shape[:axis] + (len(src),) + x.shape[axis + 1:]
-    extra = []
     if fill is None:
-        fill = ctx.scalar(0, x.dtype)
-    elif not isinstance(fill, str):
-        extra, fill = [fill], "__np.ascontiguousarray({2}).reshape(1)[0]"
-    expr = f"__k_movement.take_axis({as3d(ctx, x, axis)}, {{1}}, {fill}).reshape({ctx.lit(shape)})"
-    return ctx.call(expr, x, ctx.constant(src), *extra, shape=shape, dtype=x.dtype)
+        fill = E.scalar(0, x.dtype)
+    elif not isinstance(fill, E.Expr):
+        fill = E.item(fill)
+    expr = E.lib("movement", "take_axis", as3d(x, axis), ctx.constant(src), fill).reshape(shape)
+    return ctx.call(expr, shape=shape, dtype=x.dtype)
 
 
 # -- constants and shape queries -----------------------------------------------------------------
@@ -78,7 +78,7 @@ def Constant(ctx, value=None, value_float=None, value_floats=None, value_int=Non
 def ConstantOfShape(ctx, shape, value=None):
     dims = tuple(const_ints(ctx, shape, "shape"))
     fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
-    return ctx.call(f"__np.full({ctx.lit(dims)}, {ctx.scalar(fill[0], fill.dtype)})",
+    return ctx.call(E.numpy("full", dims, E.scalar(fill[0], fill.dtype)),
                     shape=dims, dtype=fill.dtype)
 
 
@@ -135,20 +135,17 @@ def Dropout(ctx, x, ratio=None, training_mode=None, is_test=0, consumed_inputs=N
     if training:
         if compute_dtype(x.dtype).kind != "f":
             ctx.fail(f"training mode needs a float input, got {x.dtype}")
-        flag = ("True" if training_mode.const is not None
-                else "__np.ascontiguousarray({1}).reshape(1)[0]")
-        r = "0.5" if ratio is None else "__np.ascontiguousarray({2}).reshape(1)[0]"
+        flag = True if training_mode.const is not None else E.item(training_mode)
+        r = 0.5 if ratio is None else E.item(ratio)
         if seed is not None and not 0 <= int(seed) < 2 ** 32:
             ctx.fail(f"seed {seed} is outside [0, 2**32)")
-        expr = (f"__k_random.dropout({{0}}, {flag}, {r}, {ctx.lit(int(seed or 0))}, "
-                f"{ctx.lit(seed is not None)})")
+        expr = E.lib("random", "dropout", x, flag, r, int(seed or 0), seed is not None)
         y, mask = ctx.call_multi(expr, x, training_mode, ratio,
                                  outs=[(x.shape, x.dtype), (x.shape, np.bool_)])
         return [y, mask] if want_mask else y
     if not want_mask:
         return x
-    mask = ctx.call(f"__np.ones({ctx.lit(x.shape)}, {ctx.dtype_src(mask_dtype)})",
-                    shape=x.shape, dtype=mask_dtype)
+    mask = ctx.call(E.numpy("ones", x.shape, E.dtype(mask_dtype)), shape=x.shape, dtype=mask_dtype)
     return [x, mask]
 
 
@@ -235,10 +232,10 @@ def transpose(ctx, x, perm):
     meta = {"kind": "transpose", "perm": tuple(perm)}
     merged, mperm = merged_transpose(x.shape, perm)
     if mperm == tuple(range(len(mperm))):
-        return ctx.call(f"__np.ascontiguousarray({{0}}).reshape({ctx.lit(shape)})", x,
-                        shape=shape, dtype=x.dtype, view=True, meta=meta)
-    return ctx.call(f"__k_movement.transpose({{0}}, {ctx.lit(merged)}, {ctx.lit(mperm)}, "
-                    f"{ctx.lit(shape)})", x, shape=shape, dtype=x.dtype, meta=meta)
+        return ctx.call(E.contiguous(x).reshape(shape), shape=shape, dtype=x.dtype, view=True,
+                        meta=meta)
+    return ctx.kernel(("movement", "transpose"), x, merged, mperm, shape, shape=shape,
+                      dtype=x.dtype, meta=meta)
 
 
 def merged_transpose(shape, perm):
@@ -271,9 +268,8 @@ def Transpose(ctx, x, perm=None):
 
 def block_shuffle(ctx, x, shape6, perm, out):
     """reshape(shape6) -> transpose(perm) -> reshape(out), one expression."""
-    expr = (f"__np.ascontiguousarray(__np.transpose(__np.ascontiguousarray({{0}})"
-            f".reshape({ctx.lit(shape6)}), {ctx.lit(perm)})).reshape({ctx.lit(out)})")
-    return ctx.call(expr, x, shape=out, dtype=x.dtype)
+    shuffled = E.numpy("transpose", E.contiguous(x).reshape(shape6), perm)
+    return ctx.call(E.contiguous(shuffled).reshape(out), shape=out, dtype=x.dtype)
 
 
 @register("DepthToSpace", 1)
@@ -316,18 +312,17 @@ def Concat(ctx, *xs, axis=1):
     shape = xs[0].shape[:axis] + (sum(x.shape[axis] for x in xs),) + xs[0].shape[axis + 1:]
     if np.dtype(xs[0].dtype).kind in "biufc":
         # onnxjit's copy (threads share large outputs) of C-contiguous inputs: one tuple type
-        args = ", ".join(f"__np.ascontiguousarray({{{i}}})" for i in range(len(xs)))
+        parts = E.tuple_of(*map(E.contiguous, xs), trailing_comma=True)
         outer = int(np.prod(shape[:axis], dtype=np.int64))
-        return ctx.call(f"__k_movement.concat(({args},), {outer}, {ctx.lit(shape)})", *xs,
+        return ctx.call(E.lib("movement", "concat", parts, outer, shape), *xs,
                         shape=shape, dtype=xs[0].dtype)
-    args = ", ".join(f"{{{i}}}" for i in range(len(xs)))
-    return ctx.call(f"__np.concatenate(({args}), axis={ctx.lit(axis)})", *xs,
+    return ctx.call(E.numpy("concatenate", tuple(xs), axis=axis), *xs,
                     shape=shape, dtype=xs[0].dtype)
 
 
-def axis_slice(ctx, axis, start, stop):
-    """Source of the index `[:, ..., start:stop]` selecting a range on one axis."""
-    return "[" + ", ".join([":"] * axis + [f"{ctx.lit(start)}:{ctx.lit(stop)}"]) + "]"
+def axis_slice(axis, start, stop):
+    """The index `[:, ..., start:stop]` selecting a range on one axis."""
+    return (slice(None),) * axis + (slice(start, stop),)
 
 
 def split_sizes(ctx, x, axis, sizes):
@@ -337,10 +332,10 @@ def split_sizes(ctx, x, axis, sizes):
         ctx.fail(f"split sizes {sizes} do not add up to dimension {x.shape[axis]}")
     parts, outs, at = [], [], 0
     for s in sizes:
-        parts.append(f"__np.ascontiguousarray({{0}}{axis_slice(ctx, axis, at, at + s)})")
+        parts.append(E.contiguous(E.node(x)[axis_slice(axis, at, at + s)]))
         outs.append((x.shape[:axis] + (s,) + x.shape[axis + 1:], x.dtype))
         at += s
-    return ctx.call_multi("(" + ", ".join(parts) + ",)", x, outs=outs, view=True)
+    return ctx.call_multi(E.tuple_of(*parts, trailing_comma=True), outs=outs, view=True)
 
 
 def even_split(ctx, dim, n, exact):
@@ -388,7 +383,7 @@ def slice_values(ctx, x, starts, ends, axes, steps):
         steps = [1] * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
         ctx.fail("starts, ends, axes and steps differ in length")
-    index, shape, identity = [":"] * x.rank, list(x.shape), True
+    index, shape, identity = [slice(None)] * x.rank, list(x.shape), True
     axes = [norm_axis(ctx, a, x.rank) for a in axes]
     if len(set(axes)) != len(axes):
         ctx.fail(f"repeated axes {axes}")
@@ -401,13 +396,13 @@ def slice_values(ctx, x, starts, ends, axes, steps):
         # slice.indices gives -1 for "before index 0" (a stop, or a start clamped for a negative
         # step, whose range is then empty); in a slice -1 means the last element.
         if shape[a] == 0:
-            index[a] = "0:0"
+            index[a] = slice(0, 0)
         else:
-            index[a] = f"{ctx.lit(start)}:{ctx.lit(stop) if stop >= 0 else 'None'}:{ctx.lit(step)}"
+            index[a] = slice(start, stop if stop >= 0 else E.NONE, step)
     if identity:
         return x
-    return ctx.call(f"__np.ascontiguousarray({{0}}[{', '.join(index)}])", x,
-                    shape=tuple(shape), dtype=x.dtype, view=True)
+    return ctx.call(E.contiguous(E.node(x)[tuple(index)]), shape=tuple(shape), dtype=x.dtype,
+                    view=True)
 
 
 @register("Slice", 1)
@@ -432,8 +427,8 @@ def Expand(ctx, x, shape):
         ctx.fail(f"shape {list(x.shape)} cannot expand to {dims}")
     if out == x.shape:
         return x
-    return ctx.call(f"__np.ascontiguousarray(__np.broadcast_to({{0}}, {ctx.lit(out)}))", x,
-                    shape=out, dtype=x.dtype, view=True)
+    return ctx.call(E.contiguous(E.numpy("broadcast_to", x, out)), shape=out, dtype=x.dtype,
+                    view=True)
 
 
 def tile(ctx, x, repeats):
@@ -495,20 +490,20 @@ def pad(ctx, x, pads, mode, fill, axes=None):
 
 @register("Pad", 1)
 def Pad_1(ctx, x, paddings, mode="constant", value=0.0):
-    return pad(ctx, x, [int(p) for p in paddings], mode, ctx.scalar(value, x.dtype))
+    return pad(ctx, x, [int(p) for p in paddings], mode, E.scalar(value, x.dtype))
 
 
 @register("Pad", 2)
 def Pad_2(ctx, x, pads, mode="constant", value=0.0):
-    return pad(ctx, x, [int(p) for p in pads], mode, ctx.scalar(value, x.dtype))
+    return pad(ctx, x, [int(p) for p in pads], mode, E.scalar(value, x.dtype))
 
 
 @register("Pad", 11)
 def Pad(ctx, x, pads, constant_value=None, axes=None, mode="constant"):
     if constant_value is None or constant_value.size == 0:
-        fill = ctx.scalar(0, x.dtype)
+        fill = E.scalar(0, x.dtype)
     elif constant_value.const is not None:
-        fill = ctx.scalar(np.asarray(constant_value.const).reshape(-1)[0], x.dtype)
+        fill = E.scalar(np.asarray(constant_value.const).reshape(-1)[0], x.dtype)
     else:
         fill = constant_value   # a run-time scalar, read by the kernel call
     return pad(ctx, x, const_ints(ctx, pads, "pads"), mode, fill,
@@ -521,10 +516,8 @@ def Trilu(ctx, x, k=None, upper=1):
         ctx.fail("Trilu needs rank >= 2")
     if k is not None and k.const is None:
         x3 = (prod(x.shape[:-2]),) + x.shape[-2:]
-        expr = (f"__k_movement.trilu(__np.ascontiguousarray({{0}}).reshape({ctx.lit(x3)}), "
-                f"__np.ascontiguousarray({{1}}).reshape(1)[0], {ctx.lit(bool(upper))})"
-                f".reshape({ctx.lit(x.shape)})")
-        return ctx.call(expr, x, k, shape=x.shape, dtype=x.dtype)
+        expr = E.lib("movement", "trilu", E.contiguous(x).reshape(x3), E.item(k), bool(upper))
+        return ctx.call(expr.reshape(x.shape), shape=x.shape, dtype=x.dtype)
     kk = 0 if k is None else const_ints(ctx, k, "k")[0]
     ones = np.ones(x.shape[-2:], np.bool_)
     mask = np.triu(ones, kk) if upper else np.tril(ones, kk)

@@ -6,7 +6,7 @@ import numpy as np
 from ..ir import Value, const_value
 from ..kernels import conv_packed, conv_s2, depthwise, gemm_avx2, pool, sgemm, shapes, winograd
 from ..kernels.epilogue import NO_BOUNDS
-from ..source import lit
+from .. import steps as E
 from ..registry import finalizer, peephole, register
 from ..steps import ArrayExpr, LibraryCall, Param
 from .elementwise import _cast
@@ -503,11 +503,13 @@ def LRN(ctx, x, size, alpha=0.0001, beta=0.75, bias=1.0):
                       names=("x", "size", "alpha", "beta", "bias"))
 
 
-def _matmul_operand(ctx, pre, full, three):
-    expr = f"{{}}.reshape({ctx.lit(pre)})"
+def matmul_operand(x, pre, full, three):
+    """A MatMul operand x (a Value or a slot) as the 3-D array matmul3 reads: reshaped to
+    `pre`, broadcast to `full` (unless None), reshaped to `three`."""
+    operand = E.reshape(x, pre)
     if full is not None:
-        expr = f"__np.ascontiguousarray(__np.broadcast_to({expr}, {ctx.lit(full)}))"
-    return f"__np.ascontiguousarray({expr}.reshape({ctx.lit(three)}))"
+        operand = E.contiguous(E.numpy("broadcast_to", operand, full))
+    return E.contiguous(operand.reshape(three))
 
 
 @register("MatMul", 1)
@@ -518,8 +520,8 @@ def MatMul(ctx, a, b):
         plan = shapes.matmul_plan(a.shape, b.shape)
     except ValueError as exc:
         ctx.fail(str(exc))
-    lhs = _matmul_operand(ctx, plan.a_pre, plan.a_full, plan.a3).format("{0}")
-    rhs = _matmul_operand(ctx, plan.b_pre, plan.b_full, plan.b3).format("{1}")
+    lhs = matmul_operand(E.slot(0), plan.a_pre, plan.a_full, plan.a3)
+    rhs = matmul_operand(E.slot(1), plan.b_pre, plan.b_full, plan.b3)
     meta = {"kind": "matmul", "operands": (lhs, rhs), "out": plan.out, "bias": False, "act": 0,
             "packed": None, "bmm": None, "scale": 1.0}
     rows = int(np.prod(a.shape[:-1])) if a.rank >= 2 else 1
@@ -639,32 +641,29 @@ BMM_C_OFFSETS = 4
 def _matmul_op(meta):
     """The call of a MatMul step, from its meta: the product's kernel (`__k_bmm`, `__k_sgemm`
     or `__k_matmul`) wrapped in reshapes of its operands and result."""
-    module = ("bmm" if meta["bmm"] else meta.get("gemm", "sgemm") if meta["packed"]
-              else "matmul")
-    return ArrayExpr(_matmul_expr(meta), {module}, 1)
+    return ArrayExpr(_matmul_product(meta).reshape(meta["out"]))
 
 
-def _matmul_expr(meta):
+def _matmul_product(meta):
+    """The kernel call of a MatMul step (before the reshape to its output shape)."""
     if meta["bmm"]:
         g = meta["bmm"]
         c = g["c"] or (g["n"], 1)   # None: C-contiguous output; else its (row, column) strides
         dims = (g["m"], g["k"], g["n"]) + g["a"] + g["b"] + c + (g["size"],)
-        bias = "{5}" if meta["bias"] else "None"
-        return (f"__k_bmm.bmm({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {lit(dims)}, {bias}, "
-                f"{lit(meta['act'])}, {lit(meta['scale'])}).reshape({lit(meta['out'])})")
+        bias = E.slot(5) if meta["bias"] else None
+        return E.lib("bmm", "bmm", *map(E.slot, range(5)), dims, bias, meta["act"], meta["scale"])
     if meta["packed"]:
         rows, k, n = meta["packed"]
-        bias = "{2}" if meta["bias"] else "None"
-        call = ("gemm_avx2.sgemm16" if meta.get("gemm") == "gemm_avx2"
-                else "sgemm.sgemm_packed")
-        return (f"__k_{call}(__np.ascontiguousarray({{0}}).reshape({lit((rows, k))}), "
-                f"{{1}}, {n}, {bias}, {lit(meta['act'])}).reshape({lit(meta['out'])})")
+        bias = E.slot(2) if meta["bias"] else None
+        module, function = (("gemm_avx2", "sgemm16") if meta.get("gemm") == "gemm_avx2"
+                            else ("sgemm", "sgemm_packed"))
+        return E.lib(module, function, E.contiguous(E.slot(0)).reshape((rows, k)), E.slot(1), n,
+                     bias, meta["act"])
     lhs, rhs = meta["operands"]
     if not (meta["bias"] or meta["act"]):
-        return f"__k_matmul.matmul3({lhs}, {rhs}).reshape({lit(meta['out'])})"
-    bias = "{2}" if meta["bias"] else "None"
-    return (f"__k_matmul.matmul3_epilogue({lhs}, {rhs}, {bias}, {lit(meta['act'])})"
-            f".reshape({lit(meta['out'])})")
+        return E.lib("matmul", "matmul3", lhs, rhs)
+    bias = E.slot(2) if meta["bias"] else None
+    return E.lib("matmul", "matmul3_epilogue", lhs, rhs, bias, meta["act"])
 
 
 def _epilogue_matmul(ctx, x):
@@ -798,8 +797,8 @@ def Gemm(ctx, a, b, c=None, alpha=1.0, beta=1.0, transA=0, transB=0, broadcast=0
         c = ctx.constant(np.zeros((1, 1), a.dtype))
     c2 = (1,) * (2 - c.rank) + tuple(c.shape)
     round32 = float if a.dtype == np.float64 else (lambda v: float(np.float32(v)))
-    expr = (f"__k_matmul.gemm({{0}}, {{1}}, {{2}}.reshape({ctx.lit(c2)}), {ctx.lit(round32(alpha))}, "
-            f"{ctx.lit(round32(beta))}, {ctx.lit(int(transA))}, {ctx.lit(int(transB))})")
+    expr = E.lib("matmul", "gemm", a, b, E.reshape(c, c2), round32(alpha), round32(beta),
+                 int(transA), int(transB))
     return ctx.call(expr, a, b, c, shape=(m, n), dtype=a.dtype)
 
 

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from ..ir import NARROW_FLOATS
+from .. import steps as E
 from ..registry import register
 from . import nn
 from .elementwise import _cast
@@ -33,7 +34,7 @@ def _floats(ctx, *values):
             ctx.fail(f"input {v.name or '?'} has dtype {v.dtype}; float32 or float64 expected")
 
 
-def _along_axis(ctx, kernel, x, axis, coerce, extra=""):
+def _along_axis(ctx, kernel, x, axis, coerce, extra=()):
     """Apply an (outer, n, inner) kernel along `axis`; `coerce`: the pre-13 flatten-to-2-D rule."""
     _floats(ctx, x)
     axis = _axis(ctx, axis, x.rank)
@@ -42,8 +43,8 @@ def _along_axis(ctx, kernel, x, axis, coerce, extra=""):
         dims = (_prod(s[:axis]), _prod(s[axis:]), 1)
     else:
         dims = (_prod(s[:axis]), s[axis], _prod(s[axis + 1:]))
-    expr = f"__k_normalization.{kernel}({{0}}.reshape({ctx.lit(dims)}){extra}).reshape({ctx.lit(s)})"
-    return ctx.call(expr, x, shape=s, dtype=x.dtype)
+    expr = E.lib("normalization", kernel, E.reshape(x, dims), *extra).reshape(s)
+    return ctx.call(expr, shape=s, dtype=x.dtype)
 
 
 def _softmax_rows_f32(ctx, x, axis, coerce):
@@ -59,9 +60,9 @@ def _softmax_rows_f32(ctx, x, axis, coerce):
     if not ctx.target.split16:       # AVX2 too: 3.2x the generic softmax on (4, 128, 128) rows
         return None
     scale = nn.take_matmul_scale(ctx, x)
-    expr = (f"__k_normalization.softmax_f32(__np.ascontiguousarray({{0}}).reshape("
-            f"{ctx.lit((x.size // n, n))}), {ctx.lit(scale)}).reshape({ctx.lit(s)})")
-    return ctx.call(expr, x, shape=s, dtype=x.dtype)
+    rows = E.contiguous(x).reshape((x.size // n, n))
+    expr = E.lib("normalization", "softmax_f32", rows, scale).reshape(s)
+    return ctx.call(expr, shape=s, dtype=x.dtype)
 
 
 def _softmax_rows_f16(ctx, x, axis, coerce):
@@ -72,9 +73,9 @@ def _softmax_rows_f16(ctx, x, axis, coerce):
     n = _prod(s[axis:]) if coerce else s[axis]
     if x.size == 0 or (not coerce and _prod(s[axis + 1:]) != 1):
         return None
-    expr = (f"__k_normalization.softmax_f16_rows(__np.ascontiguousarray({{0}}).reshape("
-            f"{ctx.lit((x.size // n, n))})).reshape({ctx.lit(s)})")
-    return ctx.call(expr, x, shape=s, dtype=x.dtype)
+    rows = E.contiguous(x).reshape((x.size // n, n))
+    expr = E.lib("normalization", "softmax_f16_rows", rows).reshape(s)
+    return ctx.call(expr, shape=s, dtype=x.dtype)
 
 
 def _softmax_family(op_type, kernel):
@@ -111,13 +112,13 @@ _softmax_family("Hardmax", "hardmax")
 def LpNormalization(ctx, x, axis=-1, p=2):
     if p not in (1, 2):
         ctx.fail(f"p={p} is not supported (1 or 2)")
-    return _along_axis(ctx, "lp_normalize", x, axis, coerce=False, extra=f", {ctx.lit(int(p))}")
+    return _along_axis(ctx, "lp_normalize", x, axis, coerce=False, extra=(int(p),))
 
 
-def _row_param(ctx, v, dtype, norm_shape, index):
-    """Source (over `{index}`) of parameter `v` flattened to the normalized shape's size."""
+def _row_param(ctx, v, dtype, norm_shape):
+    """Parameter `v` flattened to the normalized shape's size (None when absent)."""
     if v is None:
-        return "None"
+        return None
     if v.dtype != dtype:
         ctx.fail(f"{v.name or 'a parameter'} has dtype {v.dtype}, the input has {dtype}")
     try:
@@ -129,9 +130,8 @@ def _row_param(ctx, v, dtype, norm_shape, index):
                  f"normalized shape {list(norm_shape)}")
     size = (_prod(norm_shape),)
     if _prod(v.shape) == size[0]:
-        return f"{{{index}}}.reshape({ctx.lit(size)})"
-    return (f"__np.ascontiguousarray(__np.broadcast_to({{{index}}}, {ctx.lit(tuple(norm_shape))}))"
-            f".reshape({ctx.lit(size)})")
+        return E.reshape(v, size)
+    return E.contiguous(E.numpy("broadcast_to", v, tuple(norm_shape))).reshape(size)
 
 
 def _rows(ctx, x, axis):
@@ -146,15 +146,13 @@ def LayerNormalization(ctx, x, scale, bias=None, axis=-1, epsilon=1e-5, stash_ty
     """Mean and InvStdDev are in X's dtype, as onnx's reference computes them."""
     _floats(ctx, x)
     rows, cols, stat, norm_shape = _rows(ctx, x, axis)
-    args = ", ".join([f"{{0}}.reshape({ctx.lit((rows, cols))})",
-                      _row_param(ctx, scale, x.dtype, norm_shape, 1), _row_param(ctx, bias, x.dtype, norm_shape, 2),
-                      ctx.scalar(epsilon, x.dtype)])
-    call = f"__k_normalization.layer_norm({args})"
+    call = E.lib("normalization", "layer_norm", E.reshape(x, (rows, cols)),
+                 _row_param(ctx, scale, x.dtype, norm_shape),
+                 _row_param(ctx, bias, x.dtype, norm_shape), E.scalar(epsilon, x.dtype))
     wanted = [name for name in ctx.node.output[1:] if name]
     if not wanted:
-        return ctx.call(f"{call}[0].reshape({ctx.lit(x.shape)})", x, scale, bias,
-                        shape=x.shape, dtype=x.dtype)
-    expr = f"__k_normalization.reshape3({call}, {ctx.lit(x.shape)}, {ctx.lit(stat)})"
+        return ctx.call(call[0].reshape(x.shape), x, scale, bias, shape=x.shape, dtype=x.dtype)
+    expr = E.lib("normalization", "reshape3", call, x.shape, stat)
     return ctx.call_multi(expr, x, scale, bias,
                           outs=[(x.shape, x.dtype), (stat, x.dtype), (stat, x.dtype)])
 
@@ -163,10 +161,9 @@ def LayerNormalization(ctx, x, scale, bias=None, axis=-1, epsilon=1e-5, stash_ty
 def RMSNormalization(ctx, x, scale, axis=-1, epsilon=1e-5, stash_type=1):
     _floats(ctx, x)
     rows, cols, _, norm_shape = _rows(ctx, x, axis)
-    args = ", ".join([f"{{0}}.reshape({ctx.lit((rows, cols))})",
-                      _row_param(ctx, scale, x.dtype, norm_shape, 1), ctx.scalar(epsilon, x.dtype)])
-    return ctx.call(f"__k_normalization.rms_norm({args}).reshape({ctx.lit(x.shape)})", x, scale,
-                    shape=x.shape, dtype=x.dtype)
+    expr = E.lib("normalization", "rms_norm", E.reshape(x, (rows, cols)),
+                 _row_param(ctx, scale, x.dtype, norm_shape), E.scalar(epsilon, x.dtype))
+    return ctx.call(expr.reshape(x.shape), x, scale, shape=x.shape, dtype=x.dtype)
 
 
 def _group_norm(ctx, x, scale, bias, groups, epsilon, per_group_params, spec_var=False):
@@ -182,16 +179,15 @@ def _group_norm(ctx, x, scale, bias, groups, epsilon, per_group_params, spec_var
     for v in (scale, bias):
         if v.size != want:
             ctx.fail(f"{v.name or 'a parameter'} has {v.size} elements, {want} expected")
-        src = f"{{{len(params) + 1}}}.reshape(({want},))"
-        params.append(f"__np.repeat({src}, {ctx.lit(c // groups)})" if per_group_params else src)
+        src = E.reshape(v, (want,))
+        params.append(E.numpy("repeat", src, c // groups) if per_group_params else src)
     dims = (n * groups, _prod(x.shape) // max(n * groups, 1))
     # GroupNormalization's function body: var = E[x^2] - E[x]^2, overflowing as it does (see
     # kernels/normalization.group_norm); InstanceNormalization's variance is a two-pass one
     big = float(np.finfo(np.float32 if x.dtype.itemsize < 4 else x.dtype).max) if spec_var else 0.0
-    expr = (f"__k_normalization.group_norm({{0}}.reshape({ctx.lit(dims)}), {params[0]}, {params[1]}, "
-            f"{ctx.scalar(epsilon, x.dtype)}, {ctx.lit(groups)}, {ctx.lit(big)})"
-            f".reshape({ctx.lit(x.shape)})")
-    return ctx.call(expr, x, scale, bias, shape=x.shape, dtype=x.dtype)
+    expr = E.lib("normalization", "group_norm", E.reshape(x, dims), *params,
+                 E.scalar(epsilon, x.dtype), groups, big)
+    return ctx.call(expr.reshape(x.shape), x, scale, bias, shape=x.shape, dtype=x.dtype)
 
 
 @register("InstanceNormalization", 1)
@@ -219,11 +215,10 @@ def MeanVarianceNormalization(ctx, x, axes=(0, 2, 3)):
     perm = tuple(kept + axes)
     dims = (_prod(x.shape[d] for d in kept), _prod(x.shape[d] for d in axes))
     if perm == tuple(range(x.rank)):
-        expr = f"__k_normalization.mvn({{0}}.reshape({ctx.lit(dims)})).reshape({ctx.lit(x.shape)})"
-        return ctx.call(expr, x, shape=x.shape, dtype=x.dtype)
+        expr = E.lib("normalization", "mvn", E.reshape(x, dims)).reshape(x.shape)
+        return ctx.call(expr, shape=x.shape, dtype=x.dtype)
     moved = tuple(x.shape[d] for d in perm)
     inverse = tuple(int(i) for i in np.argsort(perm))
-    expr = (f"__np.ascontiguousarray(__k_normalization.mvn(__np.ascontiguousarray("
-            f"{{0}}.transpose({ctx.lit(perm)})).reshape({ctx.lit(dims)}))"
-            f".reshape({ctx.lit(moved)}).transpose({ctx.lit(inverse)}))")
-    return ctx.call(expr, x, shape=x.shape, dtype=x.dtype)
+    rows = E.contiguous(E.node(x).transpose(perm)).reshape(dims)
+    expr = E.contiguous(E.lib("normalization", "mvn", rows).reshape(moved).transpose(inverse))
+    return ctx.call(expr, shape=x.shape, dtype=x.dtype)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
+from .. import steps as E
 from ..ir import BIT_TYPES, NUMBA_DTYPES, Value
 from ..kernels import shapes
 from ..registry import peephole, register
-from ..source import lit
-from ..steps import ArrayExpr
 from .elementwise import BIT_FLOATS, BIT_INTS, bit_value
+from .nn import matmul_operand
 
 F64 = np.dtype(np.float64)
 I32 = np.dtype(np.int32)
@@ -28,7 +28,7 @@ def _reshape(ctx, v, shape):
         return v
     if v.is_const:
         return ctx.constant(v.const.reshape(shape))
-    return ctx.call(f"{{0}}.reshape({ctx.lit(shape)})", v, shape=shape, dtype=v.dtype, view=True)
+    return ctx.call(E.reshape(v, shape), shape=shape, dtype=v.dtype, view=True)
 
 
 def _axis(ctx, axis, rank):
@@ -54,9 +54,8 @@ def _param(ctx, v, x_shape, axis, block_size, what):
         ctx.fail(f"{what} of shape {v.shape} does not block {x_shape} by {block_size} "
                  f"on axis {axis}")
     three = (int(np.prod(x_shape[:axis])), blocks, int(np.prod(x_shape[axis + 1:])))
-    expr = (f"__k_quantize.block_expand({{0}}.reshape({ctx.lit(three)}), {ctx.lit(n)}, "
-            f"{ctx.lit(int(block_size))}).reshape({ctx.lit(tuple(x_shape))})")
-    return ctx.call(expr, v, shape=x_shape, dtype=v.dtype)
+    expr = E.lib("quantize", "block_expand", E.reshape(v, three), n, int(block_size))
+    return ctx.call(expr.reshape(tuple(x_shape)), shape=x_shape, dtype=v.dtype)
 
 
 def _quant_dtype(ctx, zp, output_dtype):
@@ -145,9 +144,8 @@ def DequantizeLinear(ctx, x, x_scale, x_zero_point=None, axis=1, block_size=0, o
 def DynamicQuantizeLinear(ctx, x):
     if x.dtype != np.float32:
         ctx.fail(f"dtype {x.dtype} is not supported (float32 only)")
-    expr = (f"__k_quantize.dynamic_quantize({{0}}.reshape(({ctx.lit(x.size)},)), "
-            f"{ctx.lit(x.shape)})")
-    return ctx.call_multi(expr, x, outs=[(x.shape, np.uint8), ((), np.float32), ((), np.uint8)])
+    expr = E.lib("quantize", "dynamic_quantize", E.reshape(x, (x.size,)), x.shape)
+    return ctx.call_multi(expr, outs=[(x.shape, np.uint8), ((), np.float32), ((), np.uint8)])
 
 
 # ---- integer MatMul / Conv: exact float64 products of zero-point-centred operands -------------
@@ -177,21 +175,14 @@ def _per_row(ctx, v, rows):
     return v
 
 
-def _operand(ctx, pre, full, three):
-    expr = f"{{}}.reshape({ctx.lit(pre)})"
-    if full is not None:
-        expr = f"__np.ascontiguousarray(__np.broadcast_to({expr}, {ctx.lit(full)}))"
-    return f"__np.ascontiguousarray({expr}.reshape({ctx.lit(three)}))"
-
-
 def _matmul_f64(ctx, a, b):
     try:
         plan = shapes.matmul_plan(a.shape, b.shape)
     except ValueError as exc:
         ctx.fail(str(exc))
-    lhs = _operand(ctx, plan.a_pre, plan.a_full, plan.a3).format("{0}")
-    rhs = _operand(ctx, plan.b_pre, plan.b_full, plan.b3).format("{1}")
-    expr = f"__k_matmul.matmul3({lhs}, {rhs}).reshape({ctx.lit(plan.out)})"
+    lhs = matmul_operand(a, plan.a_pre, plan.a_full, plan.a3)
+    rhs = matmul_operand(b, plan.b_pre, plan.b_full, plan.b3)
+    expr = E.lib("matmul", "matmul3", lhs, rhs).reshape(plan.out)
     return ctx.call(expr, a, b, shape=plan.out, dtype=F64)
 
 
@@ -245,15 +236,14 @@ def _qgemm_op(meta):
     """The call of a qgemm step, from its meta: int32 sums, or (``f32``: a Cast to float32, a
     Mul by a one-element scale and an Add of a bias vector folded in by the peepholes below)
     the float32 layer output, scale and bias in the two slots after the kernel's own."""
-    args = [f"__np.ascontiguousarray({{0}}).reshape({lit(meta['rows_k'])})"]
-    args += [f"{{{i}}}" for i in range(1, 4)] + [lit(meta["zb"]), lit(meta["n"])]
-    args += [f"{{{i}}}" for i in range(4, meta["slots"])]
+    args = [E.contiguous(E.slot(0)).reshape(meta["rows_k"])]
+    args += [E.slot(i) for i in range(1, 4)] + [meta["zb"], meta["n"]]
+    args += [E.slot(i) for i in range(4, meta["slots"])]
     kernel = meta["kernel"]
     if meta["f32"]:
         kernel += "_f32"
-        args += [f"{{{meta['slots']}}}", f"{{{meta['slots'] + 1}}}"]
-    return ArrayExpr(f"__k_qgemm.{kernel}({', '.join(args)}).reshape({lit(meta['out'])})",
-                     {"qgemm"}, 1)
+        args += [E.slot(meta["slots"]), E.slot(meta["slots"] + 1)]
+    return E.ArrayExpr(E.lib("qgemm", kernel, *args).reshape(meta["out"]))
 
 
 def _qgemm_step(ctx, x, f32):
@@ -366,9 +356,8 @@ def _conv_f64(ctx, x, w, b, auto_pad, dilations, group, kernel_shape, pads, stri
     s, p, d, out = shapes.conv_geometry(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
     if b is None:
         b = ctx.constant(np.zeros(w.shape[0], F64))
-    expr = (f"__k_conv.conv({{0}}, {{1}}, {{2}}, {ctx.lit(s)}, {ctx.lit(p)}, {ctx.lit(d)}, "
-            f"{ctx.lit(int(group))}, 0)")
-    return ctx.call(expr, x, w, b, shape=(x.shape[0], w.shape[0]) + tuple(out), dtype=F64)
+    return ctx.kernel(("conv", "conv"), x, w, b, s, p, d, int(group), 0,
+                      shape=(x.shape[0], w.shape[0]) + tuple(out), dtype=F64)
 
 
 def _per_channel(ctx, v, w, lead):

@@ -18,13 +18,13 @@ from ..registry import register
 def _seed(ctx, seed):
     """(seed, seeded) for the kernel: numpy seeds are integers in [0, 2**32)."""
     if seed is None or seed != seed:   # absent or NaN: unseeded, as the reference
-        return ctx.lit(0), ctx.lit(False)
+        return 0, False
     if abs(seed) == float("inf"):
         ctx.fail(f"seed {seed} is not finite")
     s = int(seed)   # truncated, as the reference seeds RandomState(int(seed))
     if not 0 <= s < 2 ** 32:
         ctx.fail(f"seed {seed} is outside [0, 2**32)")
-    return ctx.lit(s), ctx.lit(True)
+    return s, True
 
 
 def _dtype(ctx, dtype, default, floats_only=True):
@@ -44,8 +44,7 @@ def _draw(ctx, kind, shape, seed, a, b, dtype):
     """`a + b * draw` (normal: mean, scale) or `a + (b - a) * draw` (uniform: low, high),
     the draw cast to `dtype` first, as the reference computes it."""
     s, seeded = _seed(ctx, seed)
-    raw = ctx.call(f"__k_random.{kind}({ctx.lit(shape)}, {s}, {seeded})",
-                   shape=shape, dtype=np.float64)
+    raw = ctx.kernel(("random", kind), shape, s, seeded, shape=shape, dtype=np.float64)
     t = ctx.dtype_src(dtype)
     factor = b if kind == "normal" else b - a
     expr = f"({t}({{0}}) * {ctx.scalar(factor, dtype)} + {ctx.scalar(a, dtype)})"
@@ -82,6 +81,5 @@ def Bernoulli(ctx, x, dtype=None, seed=None):
         ctx.fail(f"input dtype {x.dtype} is not a float type")
     out = _dtype(ctx, dtype, x.dtype, floats_only=False)
     s, seeded = _seed(ctx, seed)
-    raw = ctx.call(f"__k_random.bernoulli({{0}}, {s}, {seeded})", x, shape=x.shape,
-                   dtype=np.float64)
+    raw = ctx.kernel(("random", "bernoulli"), x, s, seeded, shape=x.shape, dtype=np.float64)
     return ctx.elementwise("{0}", raw, dtype=out)

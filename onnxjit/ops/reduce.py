@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from .. import steps as E
 from ..registry import register
 
 
@@ -37,18 +38,18 @@ def _norm_axes(ctx, axes, rank):
     return sorted(out)
 
 
-def view3(ctx, shape, axes):
-    """Source (over `{0}`) of an (outer, reduced, inner) view of an array of `shape`."""
-    rank = len(shape)
+def view3(x, axes):
+    """An (outer, reduced, inner) view of x."""
+    shape, rank = x.shape, x.rank
     if not axes:  # nothing reduced: every element is its own group of one
-        return f"{{0}}.reshape({ctx.lit((_prod(shape), 1, 1))})"
+        return E.reshape(x, (_prod(shape), 1, 1))
     red = _prod(shape[a] for a in axes)
     if axes == list(range(axes[0], axes[-1] + 1)):
         dims = (_prod(shape[:axes[0]]), red, _prod(shape[axes[-1] + 1:]))
-        return f"{{0}}.reshape({ctx.lit(dims)})"
+        return E.reshape(x, dims)
     kept = [d for d in range(rank) if d not in axes]
     perm, dims = tuple(kept + axes), (_prod(shape[d] for d in kept), red, 1)
-    return f"__np.ascontiguousarray({{0}}.transpose({ctx.lit(perm)})).reshape({ctx.lit(dims)})"
+    return E.contiguous(E.node(x).transpose(perm)).reshape(dims)
 
 
 def reduced_shape(shape, axes, keepdims):
@@ -107,12 +108,11 @@ def reduce(ctx, op_type, x, axes, keepdims, noop_with_empty_axes=0):
         axes = [] if noop_with_empty_axes else list(range(x.rank))
     axes = _norm_axes(ctx, axes, x.rank)
     kernel, lowest, epilogue = KINDS[op_type]
-    args = view3(ctx, x.shape, axes)
+    args = [view3(x, axes)]
     if lowest is not None:
-        args += ", " + ctx.scalar(_extreme(x.dtype, lowest), x.dtype)
+        args.append(E.scalar(_extreme(x.dtype, lowest), x.dtype))
     shape = reduced_shape(x.shape, axes, keepdims)
-    out = ctx.call(f"__k_reduce.{kernel}({args}).reshape({ctx.lit(shape)})", x,
-                   shape=shape, dtype=x.dtype)
+    out = ctx.call(E.lib("reduce", kernel, *args).reshape(shape), shape=shape, dtype=x.dtype)
     if epilogue is not None:
         out = epilogue(ctx, out, _prod(x.shape[a] for a in axes))
     return out
@@ -147,9 +147,8 @@ def _arg_extreme(kernel, ctx, x, axis, keepdims, select_last_index):
     shape = reduced_shape(x.shape, [axis], keepdims)
     if x.shape[axis] == 0 and _prod(shape) > 0:
         ctx.fail("cannot take the index of an extreme over an empty axis")
-    args = f"{view3(ctx, x.shape, [axis])}, {ctx.lit(bool(select_last_index))}"
-    return ctx.call(f"__k_reduce.{kernel}({args}).reshape({ctx.lit(shape)})", x,
-                    shape=shape, dtype=np.int64)
+    expr = E.lib("reduce", kernel, view3(x, [axis]), bool(select_last_index)).reshape(shape)
+    return ctx.call(expr, shape=shape, dtype=np.int64)
 
 
 @register("ArgMax", 1)
@@ -165,6 +164,5 @@ def ArgMin(ctx, data, axis=0, keepdims=1, select_last_index=0):
 @register("CumSum", 11)
 def CumSum(ctx, x, axis, exclusive=0, reverse=0):
     """The axis may be a runtime value: the output shape does not depend on it."""
-    flags = f"{ctx.lit(bool(exclusive))}, {ctx.lit(bool(reverse))}"
-    return ctx.call(f"__k_reduce.cumulative({{0}}, {{1}}, {flags}, False)", x, axis,
-                    shape=x.shape, dtype=x.dtype)
+    expr = E.lib("reduce", "cumulative", x, axis, bool(exclusive), bool(reverse), False)
+    return ctx.call(expr, x, axis, shape=x.shape, dtype=x.dtype)

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from .. import validate
+from .. import steps as E
 from ..registry import register
 
 _CTMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
@@ -280,35 +281,32 @@ def _emit(ctx, x, plan, idx, coef, mask, shape, opts):
     if opts["mode"] == "nearest" and order is not None:
         # (N, C, H, W) resized over H and W: rows gathered (or copied) plane by plane, threads
         hrow, wrow = (1, 0) if order else (0, 1)
-        expr = (f"__k_resize.nearest_planes({{0}}, {{1}}, {{2}}, {ctx.lit(int(shape[2]))}, "
-                f"{ctx.lit(int(shape[3]))})")
-        return ctx.call(expr, x, ctx.constant(idx[hrow]), ctx.constant(idx[wrow]), shape=shape,
-                        dtype=x.dtype)
+        return ctx.kernel(("resize", "nearest_planes"), x, ctx.constant(idx[hrow]),
+                          ctx.constant(idx[wrow]), int(shape[2]), int(shape[3]), shape=shape,
+                          dtype=x.dtype)
     if opts["mode"] == "nearest":
-        expr = (f"__k_resize.nearest({{0}}, {{1}}, {{2}}, {{3}}, "
-                f"{ctx.scalar(_saturate(ext, x.dtype), x.dtype)}, {ctx.lit(shape)})")
-        return ctx.call(expr, x, *tables, shape=shape, dtype=x.dtype)
+        return ctx.kernel(("resize", "nearest"), x, *tables,
+                          E.scalar(_saturate(ext, x.dtype), x.dtype), shape, shape=shape,
+                          dtype=x.dtype)
     planes = _bilinear_planes(x, plan, mask, shape, opts)
     if planes is not None:
         # float32 NCHW resized over H and W by 2-tap tables: plane by plane, on threads
         w_first = planes
         hrow, wrow = (1, 0) if w_first else (0, 1)
-        expr = (f"__k_resize.bilinear_planes_f32({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, "
-                f"{ctx.lit(int(shape[2]))}, {ctx.lit(int(shape[3]))}, {ctx.lit(bool(w_first))})")
-        return ctx.call(expr, x, ctx.constant(idx[hrow]),
-                        ctx.constant(coef[hrow].astype(np.float32)), ctx.constant(idx[wrow]),
-                        ctx.constant(coef[wrow].astype(np.float32)), shape=shape,
-                        dtype=np.float32)
+        return ctx.kernel(("resize", "bilinear_planes_f32"), x, ctx.constant(idx[hrow]),
+                          ctx.constant(coef[hrow].astype(np.float32)), ctx.constant(idx[wrow]),
+                          ctx.constant(coef[wrow].astype(np.float32)), int(shape[2]),
+                          int(shape[3]), bool(w_first), shape=shape, dtype=np.float32)
     if x.dtype == np.float32:
         # float32 in and out, float32 weights (no float64 copy and cast pass)
-        expr = (f"__k_resize.interpolate_f32({{0}}, {{1}}, {{2}}, {{4}}, {{3}}, "
-                f"{ctx.scalar(float(ext), np.float64)}).reshape({ctx.lit(shape)})")
-        return ctx.call(expr, x, *tables, ctx.constant(np.concatenate(coef).astype(np.float32)),
-                        shape=shape, dtype=np.float32)
-    expr = (f"__k_resize.interpolate({{0}}, {{1}}, {{2}}, {{4}}, {{3}}, "
-            f"{ctx.scalar(float(ext), np.float64)}).reshape({ctx.lit(shape)})")
-    y = ctx.call(expr, x, *tables, ctx.constant(np.concatenate(coef)), shape=shape,
-                 dtype=np.float64)
+        weights = ctx.constant(np.concatenate(coef).astype(np.float32))
+        expr = E.lib("resize", "interpolate_f32", x, tables[0], tables[1], weights, tables[2],
+                     E.scalar(float(ext), np.float64))
+        return ctx.call(expr.reshape(shape), x, *tables, weights, shape=shape, dtype=np.float32)
+    weights = ctx.constant(np.concatenate(coef))
+    expr = E.lib("resize", "interpolate", x, tables[0], tables[1], weights, tables[2],
+                 E.scalar(float(ext), np.float64))
+    y = ctx.call(expr.reshape(shape), x, *tables, weights, shape=shape, dtype=np.float64)
     if np.issubdtype(x.dtype, np.integer):
         info = np.iinfo(x.dtype)
         lo, hi = ctx.lit(float(info.min)), ctx.lit(float(info.max))

@@ -74,8 +74,8 @@ def _operand(ctx, v, shape, dtype, what, swap=False, fill=0):
     if v is None:
         return ctx.constant(np.full(shape, fill, dtype))
     if swap:
-        v = ctx.call("__k_rnn.swap01({0})", v, shape=(v.shape[1], v.shape[0], *v.shape[2:]),
-                     dtype=v.dtype)
+        v = ctx.kernel(("rnn", "swap01"), v, shape=(v.shape[1], v.shape[0], *v.shape[2:]),
+                       dtype=v.dtype)
     if tuple(v.shape) != tuple(shape) or v.dtype != np.dtype(dtype):
         ctx.fail(f"{what} has shape {v.shape} and dtype {v.dtype}; {shape} {np.dtype(dtype)} "
                  "expected")
@@ -89,15 +89,16 @@ def _lens(ctx, lens, batch, seq):
                     "sequence_lens", fill=seq)
 
 
-def _outputs(ctx, expr, inputs, y_shape, n_states, dtype, layout):
-    """Y and the final states from `expr`, moved to batch-major for layout 1."""
+def _outputs(ctx, kernel, args, y_shape, n_states, dtype, layout):
+    """Y and the final states from the call of `kernel` (module, function) with `args`, moved
+    to batch-major for layout 1."""
     seq, nd, batch, hs = y_shape
     state = (nd, batch, hs)
-    outs = ctx.call_multi(expr, *inputs, outs=[(y_shape, dtype)] + [(state, dtype)] * n_states)
+    outs = ctx.kernel(kernel, *args, outs=[(y_shape, dtype)] + [(state, dtype)] * n_states)
     if not layout:
         return outs
-    y = ctx.call("__k_rnn.y_batch_major({0})", outs[0], shape=(batch, seq, nd, hs), dtype=dtype)
-    return [y] + [ctx.call("__k_rnn.swap01({0})", s, shape=(batch, nd, hs), dtype=dtype)
+    y = ctx.kernel(("rnn", "y_batch_major"), outs[0], shape=(batch, seq, nd, hs), dtype=dtype)
+    return [y] + [ctx.kernel(("rnn", "swap01"), s, shape=(batch, nd, hs), dtype=dtype)
                   for s in outs[1:]]
 
 
@@ -129,10 +130,8 @@ def RNN(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, activation_alp
         ctx, x, w, r, b, sequence_lens, initial_h, 1, direction, hidden_size, layout)
     codes, alphas, betas = _activations(ctx, activations, ["Tanh"], nd, activation_alpha,
                                         activation_beta)
-    expr = (f"__k_rnn.rnn({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, "
-            f"{ctx.lit(direction == 'reverse')}, {ctx.lit(codes)}, {ctx.lit(alphas)}, "
-            f"{ctx.lit(betas)}, {ctx.lit(_clip(clip))})")
-    return _outputs(ctx, expr, [xs, w, r, b, h0, lens], (seq, nd, batch, hs), 1, x.dtype, layout)
+    args = [xs, w, r, b, h0, lens, direction == "reverse", codes, alphas, betas, _clip(clip)]
+    return _outputs(ctx, ("rnn", "rnn"), args, (seq, nd, batch, hs), 1, x.dtype, layout)
 
 
 @register("GRU", since=7)
@@ -148,20 +147,17 @@ def GRU(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, activation_alp
         if batch == 1 and lbr:
             # batch 1: gates fused into the GEMV, input projection under it (kernels/rnn_seq.py)
             wp, rp = ctx.constant(KS.pack_w(w.const, 3)), ctx.constant(KS.pack_r(r.const, 3))
-            expr = (f"__k_rnn_seq.gru_seq({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, "
-                    f"{ctx.lit(direction == 'reverse')})")
-            return _outputs(ctx, expr, [xs, wp, rp, b, h0, lens], (seq, nd, batch, hs), 1,
+            args = [xs, wp, rp, b, h0, lens, direction == "reverse"]
+            return _outputs(ctx, ("rnn_seq", "gru_seq"), args, (seq, nd, batch, hs), 1,
                             x.dtype, layout)
         wp = ctx.constant(K.pack_w_np(w.const, 3))
         rp = ctx.constant(K.pack_r_np(r.const, 3, 3 if lbr else 2))
-        expr = (f"__k_rnn.gru_fast({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, "
-                f"{ctx.lit(direction == 'reverse')}, {ctx.lit(lbr)})")
-        return _outputs(ctx, expr, [xs, wp, rp, b, h0, lens], (seq, nd, batch, hs), 1, x.dtype,
+        args = [xs, wp, rp, b, h0, lens, direction == "reverse", lbr]
+        return _outputs(ctx, ("rnn", "gru_fast"), args, (seq, nd, batch, hs), 1, x.dtype,
                         layout)
-    expr = (f"__k_rnn.gru({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, "
-            f"{ctx.lit(direction == 'reverse')}, {ctx.lit(codes)}, {ctx.lit(alphas)}, "
-            f"{ctx.lit(betas)}, {ctx.lit(_clip(clip))}, {ctx.lit(bool(linear_before_reset))})")
-    return _outputs(ctx, expr, [xs, w, r, b, h0, lens], (seq, nd, batch, hs), 1, x.dtype, layout)
+    args = [xs, w, r, b, h0, lens, direction == "reverse", codes, alphas, betas, _clip(clip),
+            bool(linear_before_reset)]
+    return _outputs(ctx, ("rnn", "gru"), args, (seq, nd, batch, hs), 1, x.dtype, layout)
 
 
 @register("LSTM", since=7)
@@ -177,18 +173,14 @@ def LSTM(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=Non
     if not input_forget and _fast(ctx.target, x, w, r, batch, codes, (K.SIGMOID, K.TANH, K.TANH), clip):
         if batch == 1:
             wp, rp = ctx.constant(KS.pack_w(w.const, 4)), ctx.constant(KS.pack_r(r.const, 4))
-            expr = (f"__k_rnn_seq.lstm_seq({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, {{6}}, "
-                    f"{{7}}, {ctx.lit(direction == 'reverse')})")
-            return _outputs(ctx, expr, [xs, wp, rp, b, h0, c0, p, lens], (seq, nd, batch, hs),
-                            2, x.dtype, layout)
+            args = [xs, wp, rp, b, h0, c0, p, lens, direction == "reverse"]
+            return _outputs(ctx, ("rnn_seq", "lstm_seq"), args, (seq, nd, batch, hs), 2,
+                            x.dtype, layout)
         wp = ctx.constant(K.pack_w_np(w.const, 4))
         rp = ctx.constant(K.pack_r_np(r.const, 4, 4))
-        expr = (f"__k_rnn.lstm_fast({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, {{6}}, {{7}}, "
-                f"{ctx.lit(direction == 'reverse')})")
-        return _outputs(ctx, expr, [xs, wp, rp, b, h0, c0, p, lens], (seq, nd, batch, hs), 2,
-                        x.dtype, layout)
-    expr = (f"__k_rnn.lstm({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {{5}}, {{6}}, {{7}}, "
-            f"{ctx.lit(direction == 'reverse')}, {ctx.lit(codes)}, {ctx.lit(alphas)}, "
-            f"{ctx.lit(betas)}, {ctx.lit(_clip(clip))}, {ctx.lit(bool(input_forget))})")
-    return _outputs(ctx, expr, [xs, w, r, b, h0, c0, p, lens], (seq, nd, batch, hs), 2,
-                    x.dtype, layout)
+        args = [xs, wp, rp, b, h0, c0, p, lens, direction == "reverse"]
+        return _outputs(ctx, ("rnn", "lstm_fast"), args, (seq, nd, batch, hs), 2, x.dtype,
+                        layout)
+    args = [xs, w, r, b, h0, c0, p, lens, direction == "reverse", codes, alphas, betas,
+            _clip(clip), bool(input_forget)]
+    return _outputs(ctx, ("rnn", "lstm"), args, (seq, nd, batch, hs), 2, x.dtype, layout)

@@ -5,6 +5,9 @@ The kernels in `onnxjit.kernels.scatter` copy the data and apply the updates in 
 """
 from __future__ import annotations
 
+import numpy as np
+
+from .. import steps as E
 from ..registry import register
 from .indexing import check_const_indices
 from .movement import norm_axis, prod
@@ -19,9 +22,9 @@ def reduction_code(ctx, reduction):
     return REDUCTIONS[reduction]
 
 
-def flat(ctx, slot, n):
-    """Source viewing input `slot` as a flat C array of n elements."""
-    return f"__np.ascontiguousarray({{{slot}}}).reshape(({ctx.lit(n)},))"
+def flat(v, n):
+    """v viewed as a flat C array of n elements."""
+    return E.contiguous(v).reshape((n,))
 
 
 def scatter_elements(ctx, data, indices, updates, axis, reduction):
@@ -32,9 +35,8 @@ def scatter_elements(ctx, data, indices, updates, axis, reduction):
                  f"data {list(data.shape)} on axis {axis}")
     check_const_indices(ctx, indices, data.shape[axis])
     n = indices.size
-    expr = (f"__k_scatter.scatter_elements(__np.ascontiguousarray({{0}}), "
-            f"{flat(ctx, 1, n)}, {flat(ctx, 2, n)}, "
-            f"{ctx.lit(indices.shape)}, {ctx.lit(axis)}, {ctx.lit(reduction_code(ctx, reduction))})")
+    expr = E.lib("scatter", "scatter_elements", E.contiguous(data), flat(indices, n),
+                 flat(updates, n), indices.shape, axis, reduction_code(ctx, reduction))
     return ctx.call(expr, data, indices, updates, shape=data.shape, dtype=data.dtype)
 
 
@@ -58,13 +60,11 @@ def ScatterND(ctx, data, indices, updates, reduction="none"):
     dims = data.shape[:m]
     inner = prod(data.shape[m:])
     n = prod(indices.shape[:-1])
-    expr = (f"__k_scatter.scatter_nd(__np.ascontiguousarray({{0}}).reshape("
-            f"{ctx.lit((prod(dims), inner))}), "
-            f"__np.ascontiguousarray({{1}}).reshape({ctx.lit((n, m))}), "
-            f"__np.ascontiguousarray({{2}}).reshape({ctx.lit((n, inner))}), "
-            f"{ctx.lit(tuple(dims))}, {ctx.lit(reduction_code(ctx, reduction))})"
-            f".reshape({ctx.lit(data.shape)})")
-    return ctx.call(expr, data, indices, updates, shape=data.shape, dtype=data.dtype)
+    expr = E.lib("scatter", "scatter_nd", E.contiguous(data).reshape((prod(dims), inner)),
+                 E.contiguous(indices).reshape((n, m)), E.contiguous(updates).reshape((n, inner)),
+                 tuple(dims), reduction_code(ctx, reduction))
+    return ctx.call(expr.reshape(data.shape), data, indices, updates, shape=data.shape,
+                    dtype=data.dtype)
 
 
 @register("TensorScatter", 24)
@@ -82,9 +82,9 @@ def TensorScatter(ctx, past_cache, update, write_indices=None, axis=-2, mode="li
     rest, inner = prod(shape[1:axis]), prod(shape[axis + 1:])
     p4 = (nb, rest, shape[axis], inner)
     u4 = (nb, rest, update.shape[axis], inner)
-    idx = ("__np.ascontiguousarray({2})" if write_indices is not None
-           else f"__np.zeros({ctx.lit(nb)}, __np.int64)")
-    expr = (f"__k_scatter.tensor_scatter(__np.ascontiguousarray({{0}}).reshape({ctx.lit(p4)}), "
-            f"__np.ascontiguousarray({{1}}).reshape({ctx.lit(u4)}), {idx}, "
-            f"{ctx.lit(mode == 'circular')}).reshape({ctx.lit(shape)})")
-    return ctx.call(expr, past_cache, update, write_indices, shape=shape, dtype=past_cache.dtype)
+    idx = (E.contiguous(write_indices) if write_indices is not None
+           else E.numpy("zeros", nb, E.dtype(np.int64)))
+    expr = E.lib("scatter", "tensor_scatter", E.contiguous(past_cache).reshape(p4),
+                 E.contiguous(update).reshape(u4), idx, mode == "circular")
+    return ctx.call(expr.reshape(shape), past_cache, update, write_indices, shape=shape,
+                    dtype=past_cache.dtype)

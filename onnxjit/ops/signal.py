@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import steps as E
 from ..registry import register
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -40,16 +41,15 @@ def _dft(ctx, x, dft_length, axis, inverse, onesided):
     if n < 1:
         ctx.fail(f"DFT length {n} must be positive")
     pre, post = x.shape[:axis], x.shape[axis + 1:-1]
-    four = ctx.lit((int(np.prod(pre)), length, int(np.prod(post)), x.shape[-1]))
+    four = E.reshape(x, (int(np.prod(pre)), length, int(np.prod(post)), x.shape[-1]))
     if inverse and onesided:
         shape = pre + (n,) + post + (1,)
-        expr = f"__k_signal.irfft({{0}}.reshape({four}), {ctx.lit(n)})"
+        expr = E.lib("signal", "irfft", four, n)
     else:
         bins = n // 2 + 1 if onesided else n
         shape = pre + (bins,) + post + (2,)
-        expr = (f"__k_signal.dft({{0}}.reshape({four}), {ctx.lit(n)}, {ctx.lit(bool(inverse))}, "
-                f"{ctx.lit(bins)})")
-    return ctx.call(f"{expr}.reshape({ctx.lit(shape)})", x, shape=shape, dtype=x.dtype)
+        expr = E.lib("signal", "dft", four, n, bool(inverse), bins)
+    return ctx.call(expr.reshape(shape), shape=shape, dtype=x.dtype)
 
 
 @register("DFT", 17)
@@ -83,10 +83,8 @@ def STFT(ctx, signal, frame_step, window=None, frame_length=None, onesided=1):
         ctx.fail(f"window of shape {window.shape} is not 1-D")
     frames = 1 + (length - n) // step
     bins = n // 2 + 1 if onesided else n
-    expr = (f"__k_signal.stft({{0}}, {ctx.lit(step)}, {ctx.lit(frames)}, {{1}}, {ctx.lit(n)}, "
-            f"{ctx.lit(bins)})")
-    return ctx.call(expr, signal, window, shape=(signal.shape[0], frames, bins, 2),
-                    dtype=signal.dtype)
+    return ctx.kernel(("signal", "stft"), signal, step, frames, window, n, bins,
+                      shape=(signal.shape[0], frames, bins, 2), dtype=signal.dtype)
 
 
 def _folded(ctx, *inputs):

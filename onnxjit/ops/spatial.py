@@ -10,6 +10,7 @@ import numpy as np
 from ..errors import LimitError
 from ..kernels import pool
 from .nn import pool_geometry
+from .. import steps as E
 from ..registry import register
 from ..validate import current_limit
 
@@ -42,11 +43,11 @@ def _grid_sample(ctx, x, grid, mode, padding_mode, align_corners, max_rank):
     pad = _choice(ctx, "padding_mode", padding_mode, _GS_PADDING)
     n, c, dims, out = x.shape[0], x.shape[1], x.shape[2:], grid.shape[1:-1]
     # dims as an array: the kernel indexes it with a loop variable (a tuple of literals cannot be)
-    expr = (f"__k_spatial.grid_sample({{0}}.reshape({ctx.lit((n, c, math.prod(dims)))}), "
-            f"{{1}}.reshape({ctx.lit((n, math.prod(out), k))}), {{2}}, "
-            f"{ctx.lit(m)}, {ctx.lit(pad)}, {ctx.lit(int(bool(align_corners)))}, "
-            f"{ctx.lit(int(grid.dtype == np.float32))}).reshape({ctx.lit((n, c) + tuple(out))})")
-    return ctx.call(expr, x, grid, ctx.constant(np.array(dims, np.int64)),
+    sizes = ctx.constant(np.array(dims, np.int64))
+    expr = E.lib("spatial", "grid_sample", E.reshape(x, (n, c, math.prod(dims))),
+                 E.reshape(grid, (n, math.prod(out), k)), sizes, m, pad,
+                 int(bool(align_corners)), int(grid.dtype == np.float32))
+    return ctx.call(expr.reshape((n, c) + tuple(out)), x, grid, sizes,
                     shape=(n, c) + tuple(out), dtype=x.dtype)
 
 
@@ -90,7 +91,7 @@ def AffineGrid(ctx, theta, size, align_corners=0):
                  "(expected (N, 2, 3) with a 4-D size or (N, 3, 4) with a 5-D size)")
     base = ctx.constant(affine_base(dims[2:], align_corners))
     shape = (dims[0],) + tuple(dims[2:]) + (k,)
-    expr = f"__k_spatial.affine_grid({{0}}, {{1}}).reshape({ctx.lit(shape)})"
+    expr = E.lib("spatial", "affine_grid", theta, base).reshape(shape)
     return ctx.call(expr, theta, base, shape=shape, dtype=theta.dtype)
 
 
@@ -114,10 +115,9 @@ def _roi_align(ctx, x, rois, batch, ctm, mode, oh, ow, sampling_ratio, scale):
                          f"{sampling_ratio} asks for {work:,} samples ({sampling_ratio}**2 per "
                          f"output element), over the element limit of {most:,} "
                          "(prepare(max_elements=...) or ONNXJIT_MAX_ELEMENTS)")
-    expr = (f"__k_spatial.roi_align({{0}}, {{1}}, {{2}}, {ctx.lit(int(oh))}, {ctx.lit(int(ow))}, "
-            f"{ctx.lit(int(sampling_ratio))}, {ctx.lit(float(scale))}, {ctx.lit(half)}, "
-            f"{ctx.lit(mode_max)}, {ctx.lit(most)})")
-    return ctx.call(expr, x, rois, batch, shape=(r, x.shape[1], oh, ow), dtype=x.dtype)
+    return ctx.kernel(("spatial", "roi_align"), x, rois, batch, int(oh), int(ow),
+                      int(sampling_ratio), float(scale), half, mode_max, most,
+                      shape=(r, x.shape[1], oh, ow), dtype=x.dtype)
 
 
 @register("RoiAlign", 10)
@@ -147,9 +147,8 @@ def LpPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=
     powered = ctx.elementwise(f"abs({{0}}) ** {pv}", x, dtype=x.dtype)
     # count_include_pad=1 divides every full window by the kernel size: times it gives the sum
     kind = pool.scheme(x.shape, x.dtype, kernel, s, pd, d, out, ctx.target)
-    expr = (f"__k_pool.avgpool_{kind}({{0}}, {ctx.lit(kernel)}, {ctx.lit(s)}, {ctx.lit(pd)}, "
-            f"{ctx.lit(d)}, {ctx.lit(out)}, 1)")
-    mean = ctx.call(expr, powered, shape=x.shape[:2] + tuple(out), dtype=x.dtype)
+    mean = ctx.kernel(("pool", f"avgpool_{kind}"), powered, kernel, s, pd, d, out, 1,
+                      shape=x.shape[:2] + tuple(out), dtype=x.dtype)
     count, inv = ctx.scalar(float(math.prod(kernel)), x.dtype), ctx.scalar(1.0 / p, x.dtype)
     return ctx.elementwise(f"({{0}} * {count}) ** {inv}", mean, dtype=x.dtype)
 
@@ -182,6 +181,5 @@ def DeformConv(ctx, x, w, offset, b=None, mask=None, dilations=None, group=1, ke
     b = b if b is not None else ctx.constant(np.zeros(m, x.dtype))
     mask = mask if mask is not None else ctx.constant(np.ones((n, taps, oh, ow), x.dtype))
     geo = (kh, kw, sh, sw, p[0], p[1], dh, dw)
-    expr = (f"__k_spatial.deform_conv({{0}}, {{1}}, {{2}}, {{3}}, {{4}}, {ctx.lit(geo)}, "
-            f"{ctx.lit(int(group))}, {ctx.lit(int(offset_group))})")
-    return ctx.call(expr, x, w, offset, b, mask, shape=(n, m, oh, ow), dtype=x.dtype)
+    return ctx.kernel(("spatial", "deform_conv"), x, w, offset, b, mask, geo, int(group),
+                      int(offset_group), shape=(n, m, oh, ow), dtype=x.dtype)

@@ -206,10 +206,8 @@ def TfIdfVectorizer(ctx, x, max_gram_length=None, max_skip_count=None, min_gram_
     first, keys, children, ngram = _ngram_trie(ctx, pool, ngram_counts or [0], min_gram_length,
                                                max_gram_length, columns)
     rows = reshape(ctx, x, (1, x.size)) if x.rank < 2 else x
-    out = ctx.call(
-        "__k_tfidf.tfidf({0}, {1}, {2}, {3}, {4}, {5}, "
-        f"{ctx.lit(int(min_gram_length))}, {ctx.lit(int(max_gram_length))}, "
-        f"{ctx.lit(int(max_skip_count))}, {ctx.lit(modes[mode])}, {ctx.lit(width)})",
-        rows, ctx.constant(first), ctx.constant(keys), ctx.constant(children),
-        ctx.constant(ngram), ctx.constant(w), shape=(rows.shape[0], width), dtype=np.float32)
+    tables = (first, keys, children, ngram, w)
+    out = ctx.kernel(("tfidf", "tfidf"), rows, *map(ctx.constant, tables), int(min_gram_length),
+                     int(max_gram_length), int(max_skip_count), modes[mode], width,
+                     shape=(rows.shape[0], width), dtype=np.float32)
     return reshape(ctx, out, (width,)) if x.rank < 2 else out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import steps as E
 from .. import validate
 from ..registry import register
 from .movement import const_ints, norm_axis, prod, reshape, transpose
@@ -22,9 +23,8 @@ def top_k(ctx, x, k, axis, largest):
         ctx.fail(f"k={k} is out of range for an axis of {n} elements")
     shape = x.shape[:axis] + (k,) + x.shape[axis + 1:]
     x3 = (prod(x.shape[:axis]), n, prod(x.shape[axis + 1:]))
-    expr = (f"__k_tensor_misc.top_k(__np.ascontiguousarray({{0}}).reshape({ctx.lit(x3)}), "
-            f"{ctx.lit(k)}, {ctx.lit(bool(largest))}, {ctx.lit(shape)})")
-    return ctx.call_multi(expr, x, outs=[(shape, x.dtype), (shape, np.int64)])
+    expr = E.lib("tensor_misc", "top_k", E.contiguous(x).reshape(x3), k, bool(largest), shape)
+    return ctx.call_multi(expr, outs=[(shape, x.dtype), (shape, np.int64)])
 
 
 @register("TopK", 1)
@@ -59,16 +59,16 @@ def ReverseSequence(ctx, x, sequence_lens, batch_axis=1, time_axis=0):
     if sequence_lens.shape != (x.shape[batch_axis],):
         ctx.fail(f"sequence_lens must have shape [{x.shape[batch_axis]}]")
     x3 = x.shape[:2] + (prod(x.shape[2:]),)
-    expr = (f"__k_tensor_misc.reverse_sequence(__np.ascontiguousarray({{0}}).reshape({ctx.lit(x3)}), "
-            f"__np.ascontiguousarray({{1}}), {ctx.lit(time_axis == 0)}).reshape({ctx.lit(x.shape)})")
-    return ctx.call(expr, x, sequence_lens, shape=x.shape, dtype=x.dtype)
+    expr = E.lib("tensor_misc", "reverse_sequence", E.contiguous(x).reshape(x3),
+                 E.contiguous(sequence_lens), time_axis == 0)
+    return ctx.call(expr.reshape(x.shape), x, sequence_lens, shape=x.shape, dtype=x.dtype)
 
 
 # -- CenterCropPad, MaxUnpool: a box copied into zeros ------------------------------------------
-def copy_box(ctx, src, out_shape, src_off, dst_off, box):
-    """Source: zeros of out_shape with the box of `src` (an expression) at src_off copied to dst_off."""
-    args = ", ".join(ctx.lit(tuple(int(v) for v in t)) for t in (out_shape, src_off, dst_off, box))
-    return f"__k_tensor_misc.copy_box({src}, {args})"
+def copy_box(src, out_shape, src_off, dst_off, box):
+    """Zeros of out_shape with the box of `src` (an expression) at src_off copied to dst_off."""
+    return E.lib("tensor_misc", "copy_box", src,
+                 *(tuple(int(v) for v in t) for t in (out_shape, src_off, dst_off, box)))
 
 
 @register("CenterCropPad", 18)
@@ -87,7 +87,7 @@ def CenterCropPad(ctx, x, shape, axes=None):
             dst[a] = (t - x.shape[a]) // 2
     if tuple(out) == x.shape:
         return x
-    return ctx.call(copy_box(ctx, "{0}", out, src, dst, box), x, shape=tuple(out), dtype=x.dtype)
+    return ctx.call(copy_box(x, out, src, dst, box), shape=tuple(out), dtype=x.dtype)
 
 
 @register("MaxUnpool", 9)
@@ -103,11 +103,10 @@ def MaxUnpool(ctx, x, indices, output_shape=None, kernel_shape=None, pads=None, 
     out = inferred if output_shape is None else tuple(const_ints(ctx, output_shape, "output_shape"))
     if len(out) != x.rank or any(o < i for o, i in zip(out, inferred)) or min(inferred) < 0:
         ctx.fail(f"output_shape {list(out)} is smaller than the unpooled shape {list(inferred)}")
-    expr = (f"__k_tensor_misc.max_unpool({{0}}, {{1}}, {ctx.lit(prod(inferred))})"
-            f".reshape({ctx.lit(inferred)})")
+    expr = E.lib("tensor_misc", "max_unpool", x, indices, prod(inferred)).reshape(inferred)
     if out != inferred:
         zeros = [0] * x.rank
-        expr = copy_box(ctx, expr, out, zeros, zeros, inferred)
+        expr = copy_box(expr, out, zeros, zeros, inferred)
     return ctx.call(expr, x, indices, shape=out, dtype=x.dtype)
 
 
@@ -135,10 +134,9 @@ def Col2Im(ctx, x, image_shape, block_shape, dilations=None, pads=None, strides=
         ctx.fail(f"input shape {list(x.shape)} does not match image {image} and block {block}")
     nc = x.shape[1] // bsize
     shape = (x.shape[0], nc) + tuple(image)
-    args = ", ".join(ctx.lit(tuple(v)) for v in (image, block, dil, pd[:nd], st, n_col))
-    expr = (f"__k_tensor_misc.col2im(__np.ascontiguousarray({{0}}), {args})"
-            f".reshape({ctx.lit(shape)})")
-    return ctx.call(expr, x, shape=shape, dtype=x.dtype)
+    args = (tuple(v) for v in (image, block, dil, pd[:nd], st, n_col))
+    expr = E.lib("tensor_misc", "col2im", E.contiguous(x), *args).reshape(shape)
+    return ctx.call(expr, shape=shape, dtype=x.dtype)
 
 
 # -- Det, CumProd --------------------------------------------------------------------------------
@@ -148,17 +146,15 @@ def Det(ctx, x):
         ctx.fail("Det needs float square matrices in the last two axes")
     shape = x.shape[:-2]
     x3 = (prod(shape),) + x.shape[-2:]
-    expr = (f"__k_tensor_misc.det(__np.ascontiguousarray({{0}}).reshape({ctx.lit(x3)}))"
-            f".reshape({ctx.lit(shape)})")
-    return ctx.call(expr, x, shape=shape, dtype=x.dtype)
+    expr = E.lib("tensor_misc", "det", E.contiguous(x).reshape(x3)).reshape(shape)
+    return ctx.call(expr, shape=shape, dtype=x.dtype)
 
 
 @register("CumProd", 26)
 def CumProd(ctx, x, axis, exclusive=0, reverse=0):
     """The axis may be a runtime value: the output shape does not depend on it."""
-    flags = f"{ctx.lit(bool(exclusive))}, {ctx.lit(bool(reverse))}"
-    return ctx.call(f"__k_reduce.cumulative({{0}}, {{1}}, {flags}, True)", x, axis,
-                    shape=x.shape, dtype=x.dtype)
+    expr = E.lib("reduce", "cumulative", x, axis, bool(exclusive), bool(reverse), True)
+    return ctx.call(expr, x, axis, shape=x.shape, dtype=x.dtype)
 
 
 # -- Einsum --------------------------------------------------------------------------------------
@@ -210,9 +206,8 @@ def _einsum_prepare(ctx, x, labels, sizes, keep):
         x = transpose(ctx, x, kept + summed)
         shape = tuple(x.shape[:len(kept)])
         x2 = (prod(shape), prod(x.shape[len(kept):]))
-        expr = (f"__k_tensor_misc.sum_rows(__np.ascontiguousarray({{0}}).reshape({ctx.lit(x2)}))"
-                f".reshape({ctx.lit(shape)})")
-        x = ctx.call(expr, x, shape=shape, dtype=x.dtype)
+        expr = E.lib("tensor_misc", "sum_rows", E.contiguous(x).reshape(x2)).reshape(shape)
+        x = ctx.call(expr, shape=shape, dtype=x.dtype)
         labels = [labels[a] for a in kept]
     return x, labels
 
@@ -227,9 +222,9 @@ def _einsum_diagonal(ctx, x, labels):
     x = transpose(ctx, x, rest + [p, q])
     n = x.shape[-1]
     shape = tuple(x.shape[:-2]) + (n,)
-    expr = (f"__np.ascontiguousarray(__np.ascontiguousarray({{0}}).reshape("
-            f"{ctx.lit((prod(shape[:-1]), n * n))})[:, ::{ctx.lit(n + 1)}]).reshape({ctx.lit(shape)})")
-    return ctx.call(expr, x, shape=shape, dtype=x.dtype), [labels[a] for a in rest] + [lab]
+    flat = E.contiguous(x).reshape((prod(shape[:-1]), n * n))
+    expr = E.contiguous(flat[:, ::n + 1]).reshape(shape)
+    return ctx.call(expr, shape=shape, dtype=x.dtype), [labels[a] for a in rest] + [lab]
 
 
 def _einsum_pair(ctx, a, la, b, lb, later):
@@ -244,8 +239,8 @@ def _einsum_pair(ctx, a, la, b, lb, later):
     nb, k = prod(a.shape[:len(batch)]), prod(b.shape[len(batch):len(batch) + len(inner)])
     m, n = prod(a.shape[len(batch):len(batch) + len(free_a)]), prod(b.shape[len(batch) + len(inner):])
     shape = tuple(a.shape[:len(batch) + len(free_a)]) + tuple(b.shape[len(batch) + len(inner):])
-    expr = (f"__k_matmul.matmul3(__np.ascontiguousarray({{0}}).reshape({ctx.lit((nb, m, k))}), "
-            f"__np.ascontiguousarray({{1}}).reshape({ctx.lit((nb, k, n))})).reshape({ctx.lit(shape)})")
+    expr = E.lib("matmul", "matmul3", E.contiguous(a).reshape((nb, m, k)),
+                 E.contiguous(b).reshape((nb, k, n))).reshape(shape)
     return ctx.call(expr, a, b, shape=shape, dtype=a.dtype), batch + free_a + free_b
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import steps as E
 from ..registry import register
 from . import elementwise
 from .attention import _floats
@@ -109,13 +110,11 @@ def BatchNormalization(ctx, x, scale, bias, mean, var, epsilon=np.float32(1e-5),
         if v.shape != (nc,):
             ctx.fail(f"{name} of shape {v.shape} must be ({nc},)")
     flat = (x.shape[0], nc, int(np.prod(x.shape[2:], dtype=np.int64)))
-    expr = (f"__k_training.batchnorm_training(__np.ascontiguousarray({{0}}).reshape("
-            f"{ctx.lit(flat)}), {{1}}, {{2}}, {{3}}, {{4}}, {ctx.lit(float(momentum))}, "
-            f"{ctx.lit(float(epsilon))})")
+    expr = E.lib("training", "batchnorm_training", E.contiguous(x).reshape(flat), scale, bias,
+                 mean, var, float(momentum), float(epsilon))
     y, m, v = ctx.call_multi(expr, x, scale, bias, mean, var,
                              outs=[(flat, x.dtype), ((nc,), mean.dtype), ((nc,), var.dtype)])
-    y = ctx.call(f"{{0}}.reshape({ctx.lit(x.shape)})", y, shape=x.shape, dtype=x.dtype,
-                 view=True)
+    y = ctx.call(E.reshape(y, x.shape), shape=x.shape, dtype=x.dtype, view=True)
     return [y, m, v]
 
 
