@@ -37,3 +37,32 @@ def pytest_runtest_makereport(item, call):
     if report.skipped and "test_conformance" in item.nodeid:
         report.outcome = "failed"
         report.longrepr = f"skipped conformance test (list it in the exclusions instead): {report.longrepr}"
+
+
+def kernel_group(nodeid):
+    """The xdist group of a test: tests that compile the same library kernels share one, so
+    that `-n 2` compiles each kernel in one worker (the other then loads it from Numba's disk
+    cache) instead of both compiling it at once. A conformance test's group is its op family
+    (`test_conv_with_strides_cpu` -> "conformance:conv"), any other test's its file."""
+    path, _, rest = nodeid.partition("::")
+    if path.endswith("test_conformance.py"):
+        name = rest.rpartition("::")[2]
+        family = name[len("test_"):].split("_")[0] if name.startswith("test_") else name
+        return f"conformance:{family}"
+    return path
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`-n N` (xdist's default "load" distribution) hands each worker whole kernel_groups, the
+    largest first. (xdist's own loadgroup marks do not work with pytest 9: it renames
+    `item._nodeid`, which pytest 9 no longer reads.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class KernelGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return kernel_group(nodeid)
+
+    return KernelGroupScheduling(config, log)

@@ -186,22 +186,6 @@ def _bmm_part(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, b0, b1, r0,
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _bmm_par(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, nt):
-    """``_bmm_part`` over nt threads: runs of batches when there are at least nt, else runs of
-    rows (multiples of 12) of every batch, each thread packing B itself."""
-    m = dims[0]
-    nb = aoffs.shape[0]
-    for t in prange(nt):
-        if nb >= nt:
-            b0, b1 = split_range(nb, nt, t, 1)
-            _bmm_part(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, b0, b1, I0, m)
-        else:
-            r0, r1 = split_range(m, nt, t, 12)
-            if r1 > r0:
-                _bmm_part(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, I0, nb, r0, r1)
-
-
-@njit(**_JIT)
 def bmm(a, b, aoffs, boffs, coffs, dims, bias, act, scale):
     """Batched act(A[b] @ B[b] + bias) * scale -> new flat float32 array (see the module doc).
 
@@ -223,7 +207,18 @@ def bmm(a, b, aoffs, boffs, coffs, dims, bias, act, scale):
     nb = aoffs.shape[0]
     nt = num_threads()
     if nt > 1 and nb * m * k * n >= PAR_MIN_MACS and (nb >= nt or m >= 12 * nt):
-        _bmm_par(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, nt)
+        # runs of batches when there are at least nt, else runs of rows (multiples of 12) of
+        # every batch, each thread packing B itself (the loop is here, not in a wrapper: each
+        # njit level links and optimizes _bmm_part again at first use)
+        for t in prange(nt):
+            if nb >= nt:
+                b0, b1 = split_range(nb, nt, t, 1)
+                _bmm_part(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, b0, b1, I0, m)
+            else:
+                r0, r1 = split_range(m, nt, t, 12)
+                if r1 > r0:
+                    _bmm_part(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, I0, nb, r0,
+                              r1)
     else:
         _bmm_part(af, bf, aoffs, boffs, coffs, dims, biasf, act, s, out, I0, nb, I0, m)
     return out

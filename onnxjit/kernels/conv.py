@@ -526,19 +526,14 @@ def _tile_rows(cf, yf, y0, M, KH, KW, H, W, b, u0, u1):
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _tile_rows_par(cf, yf, y0, M, KH, KW, H, W, b, nt):
-    for t in prange(nt):
-        u0, u1 = split_range(M * H, nt, t, 1)
-        _tile_rows(cf, yf, y0, M, KH, KW, H, W, b, u0, u1)
-
-
-@njit(**_JIT)
 def _put_tiles(cf, yf, y0, M, KH, KW, H, W, b):
     """One image's tiles (cf: its GEMM output, M*KH*KW rows of H*W) into y at y0, plus the
     bias; (channel, input row) units split over threads from CONVT_PAR_MIN outputs."""
     nt = min(num_threads(), M * H) if M * H * KH * W * KW >= CONVT_PAR_MIN else 1
     if nt > 1:
-        _tile_rows_par(cf, yf, y0, M, KH, KW, H, W, b, nt)
+        for t in prange(nt):
+            u0, u1 = split_range(M * H, nt, t, 1)
+            _tile_rows(cf, yf, y0, M, KH, KW, H, W, b, u0, u1)
     else:
         _tile_rows(cf, yf, y0, M, KH, KW, H, W, b, I0, M * H)
 

@@ -19,9 +19,9 @@ from numba import njit, prange
 
 from . import PRANGE_ONLY
 from .conv import (PW_MIN_TILE_COLS, PW_TILE_BYTES, SPLIT_MIN_KW, im2col_rows,
-                   im2col_split, phase_split, as5d, from5d, opt5, pads6, put_window,
-                   tup3)
+                   im2col_split, phase_split, as5d, from5d, pads6, put_window, tup3)
 from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
+from .epilogue import NO_BOUNDS
 from .sgemm import CONV_MID_HW, NR, conv1x1_transposed, gemm_cols, pack_a
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -38,19 +38,18 @@ def pack_conv(w, group):
                                           for g in range(group)]))
 
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def conv_packed(x, wp, m, kernel, bias, strides, pads, dilations, act, res):
     """ONNX Conv of float32 x (N, C, *S), 1-3 spatial dims, with wp = pack_conv(w, group):
-    act(conv + bias (+ res)) -> (N, m, *O).  kernel: the spatial kernel shape; bias (m,)."""
-    y = _conv5(as5d(x), wp, m, tup3(kernel, 1), bias, tup3(strides, 1), pads6(pads),
-               tup3(dilations, 1), act, opt5(res))
-    return from5d(y, x)
+    act(conv + bias (+ res)) -> (N, m, *O).  kernel: the spatial kernel shape; bias (m,).
 
-
-@njit(**_JIT)
-def _conv5(x, wp, M, k3, b, s3, p6, d3, act, res):
-    """conv_packed on canonical 5-D arrays (see conv._conv5 for the im2col layouts)."""
-    N, C, D, H, W = x.shape
+    Works on x as a canonical 5-D array (see conv._conv5 for the im2col layouts).  One
+    function, its thread loop included: Numba links and optimizes a callee's whole subtree
+    again at every level above it, so each wrapper level cost ~2.5 s of CPU at first use."""
+    x5 = as5d(x)
+    k3, s3, d3, p6 = tup3(kernel, 1), tup3(strides, 1), tup3(dilations, 1), pads6(pads)
+    M = m
+    N, C, D, H, W = x5.shape
     group, npan, kk = wp.shape[0], wp.shape[1], wp.shape[2]
     cg, mg = C // group, M // group
     if kk != cg * k3[0] * k3[1] * k3[2] or npan * NR < mg or C != cg * group:
@@ -65,11 +64,12 @@ def _conv5(x, wp, M, k3, b, s3, p6, d3, act, res):
         has_res = res.size != 0
         if has_res:
             y[:] = res.reshape((N, M, P))
+    y5 = y.reshape((N, M, o3[0], o3[1], o3[2]))
     biasf = np.zeros(M + NR, np.float32)
-    biasf[:M] = b
+    biasf[:M] = bias
     if y.size == 0:
-        return y.reshape((N, M, o3[0], o3[1], o3[2]))
-    xf = x.reshape(x.size)
+        return from5d(y5, x)
+    xf = x5.reshape(x5.size)
     yf = y.reshape(y.size)
     macs = N * M * P * kk
     nt = num_threads() if macs >= PAR_MIN_MACS else 1
@@ -83,18 +83,31 @@ def _conv5(x, wp, M, k3, b, s3, p6, d3, act, res):
         for n in range(N):
             for g in range(group):
                 im2col_rows(xf, (n * C + g * cg) * D * H * W, cg, (D, H, W), k3, s3, p6, d3,
-                             o3, I0, o3[0] * o3[1], col)
+                            o3, I0, o3[0] * o3[1], col)
                 yo = (n * M + g * mg) * P
-                conv1x1_transposed(col, kk, P, wp[g], mg, biasf[g * mg:], act, yf[yo:yo + mg * P],
-                               has_res)
-    else:
-        geo = _geometry(x.shape, kk, k3, s3, p6, d3, o3, group)
-        units = N * group * geo[34]
-        if nt > 1:
-            _tiles_par(xf, wp, biasf, yf, M, geo, act, has_res, units, nt)
+                conv1x1_transposed(col, kk, P, wp[g], mg, biasf[g * mg:], act,
+                                   yf[yo:yo + mg * P], has_res, NO_BOUNDS)
+        return from5d(y5, x)
+    geo = _geometry(x5.shape, kk, k3, s3, p6, d3, o3, group)
+    units = N * group * geo[34]
+    if nt == 1:
+        _tiles(xf, wp, biasf, yf, M, geo, act, has_res, I0, units, I0, npan)
+        return from5d(y5, x)
+    # each thread takes a run of the units or, when the units share out worse than the
+    # panels of output channels (a single tile, say), every unit for a run of the panels
+    # (each thread then makes the tile's columns itself: im2col costs about one GEMM row of
+    # the M it saves)
+    by_units = (units + nt - 1) // nt * npan <= (npan + nt - 1) // nt * units
+    for t in prange(nt):
+        if by_units:
+            u0, u1 = split_range(units, nt, t, 1)
+            if u1 > u0:
+                _tiles(xf, wp, biasf, yf, M, geo, act, has_res, u0, u1, I0, npan)
         else:
-            _tiles(xf, wp, biasf, yf, M, geo, act, has_res, I0, units, I0, npan)
-    return y.reshape((N, M, o3[0], o3[1], o3[2]))
+            p0, p1 = split_range(npan, nt, t, 1)
+            if p1 > p0:
+                _tiles(xf, wp, biasf, yf, M, geo, act, has_res, I0, units, p0, p1)
+    return from5d(y5, x)
 
 
 @njit(**_JIT)
@@ -202,22 +215,3 @@ def _tiles(xf, wp, biasf, yf, M, geo, act, has_res, u0, u1, pan0, pan1):
                 im2col_rows(xf, xoff, cg, in3, k3, s3, p6, d3, o3, q0, q1, col)
             gemm_cols(wpf, npan, mg, kk, col, I0, p1 - p0, p1 - p0, yf, yoff, P, bias, act,
                       has_res)
-
-
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _tiles_par(xf, wp, biasf, yf, M, geo, act, has_res, units, nt):
-    """``_tiles`` over `nt` threads: each takes a run of the units or, when the units share
-    out worse than the panels of output channels (a single tile, say), every unit for a run
-    of the panels (each thread then makes the tile's columns itself: im2col costs about one
-    GEMM row of the M it saves)."""
-    npan = wp.shape[1]
-    by_units = (units + nt - 1) // nt * npan <= (npan + nt - 1) // nt * units
-    for t in prange(nt):
-        if by_units:
-            u0, u1 = split_range(units, nt, t, 1)
-            if u1 > u0:
-                _tiles(xf, wp, biasf, yf, M, geo, act, has_res, u0, u1, I0, npan)
-        else:
-            p0, p1 = split_range(npan, nt, t, 1)
-            if p1 > p0:
-                _tiles(xf, wp, biasf, yf, M, geo, act, has_res, I0, units, p0, p1)

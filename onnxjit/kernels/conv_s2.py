@@ -129,17 +129,6 @@ def _rows(xf, wf, bias, yf, rf, shape, M, OH, OW, kh, kw, pt, pl, act, bounds, h
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _rows_par(xf, wf, bias, yf, rf, shape, M, OH, OW, kh, kw, pt, pl, act, bounds, has_res, xins,
-              nt):
-    """_rows over `nt` threads, each a run of the output rows and a scratch of its own."""
-    rows = shape[0] * OH
-    for t in prange(nt):
-        r0, r1 = split_range(rows, nt, t, 1)
-        _rows(xf, wf, bias, yf, rf, shape, M, OH, OW, kh, kw, pt, pl, act, bounds, has_res,
-              xins[t], r0, r1)
-
-
-@njit(**_JIT)
 def conv_s2(x, wq, m, kernel, bias, pads, act, res, bounds=NO_BOUNDS):
     """ONNX Conv, stride 2, of float32 x (N, C, H, W) with wq = pack_s2(w) for w
     (m, C, kh, kw): act(conv + bias (+ res)) -> (N, m, OH, OW).  pads (top, left, bottom,
@@ -167,9 +156,14 @@ def conv_s2(x, wq, m, kernel, bias, pads, act, res, bounds=NO_BOUNDS):
     scratch = (K + (m + MB - 1) // MB * MB) * ((OW + 15) // 16 * 16)
     wf = wq.reshape(wq.size)
     if nt > 1:
+        # each thread a run of the output rows and a scratch of its own (the loop is here,
+        # not in a wrapper: each njit level links and optimizes _rows again at first use)
         xins = np.empty((nt, scratch), np.float32)
-        _rows_par(xf, wf, bf, yf, rf, shape, m, OH, OW, kh, kw, pads[0], pads[1], act, bounds,
-                  has_res, xins, nt)
+        rows = N * OH
+        for t in prange(nt):
+            r0, r1 = split_range(rows, nt, t, 1)
+            _rows(xf, wf, bf, yf, rf, shape, m, OH, OW, kh, kw, pads[0], pads[1], act, bounds,
+                  has_res, xins[t], r0, r1)
     else:
         _rows(xf, wf, bf, yf, rf, shape, m, OH, OW, kh, kw, pads[0], pads[1], act, bounds,
               has_res, np.empty(scratch, np.float32), I0, N * OH)

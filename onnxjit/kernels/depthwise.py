@@ -312,7 +312,7 @@ def depthwise_conv(x, w, b, strides, pads, dilations, act=0, bounds=(0.0, 0.0)):
 
 
 # ---------------------------------------------------------------- float32 3x3, SIMD
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def depthwise3x3_f32(x, w, b, strides, pads, act, bounds):
     """Depthwise 3x3 Conv of float32 x (N, C, H, W), w (C, 1, 3, 3), stride 1 or 2 (both
     ways), dilation 1, any pads, straight from x in 16-lane vectors (kernels/simd.py): per
@@ -324,7 +324,7 @@ def depthwise3x3_f32(x, w, b, strides, pads, act, bounds):
     per call.  The loop over 16-column blocks is outside the loop over rows (1.3-1.8x
     faster: each block's masks and edge branch are computed once per plane).  With several
     Numba threads (and PAR_MIN_MACS of work) the planes are shared out.  Output rows of at
-    most DW3_CL_MAX_OW columns run channels-last instead (``_dw3_cl``)."""
+    most DW3_CL_MAX_OW columns run channels-last instead (``_dw3_cl_groups``)."""
     N, C, H, W = x.shape
     s = strides[0]
     pt, pl, pb, pr = pads
@@ -338,22 +338,32 @@ def depthwise3x3_f32(x, w, b, strides, pads, act, bounds):
     wf = np.ascontiguousarray(w).reshape(C * 9).astype(np.float32)
     bf = b.astype(np.float32)
     nt = num_threads()
+    # the thread loops are here, not in wrappers: each njit level above the plane loops
+    # links and optimizes them again at first use
     if OW <= DW3_CL_MAX_OW:
-        _dw3_cl(xf, wf, bf, yf, N, C, H, W, OH, OW, s, pt, pl, act, bounds, nt)
+        # channels-last (small planes): weights and bias regrouped by 16 channels, then
+        # ``_dw3_cl_groups``, its groups shared out over threads as the planes are
+        wt, bt = _dw3_cl_weights(wf, bf, C)
+        NG = N * ((C + LANES - 1) // LANES)
+        if nt > 1 and NG >= 2 * nt and y.size * 9 >= PAR_MIN_MACS:
+            for t in prange(nt):
+                g0, g1 = split_range(NG, nt, t, 1)
+                if g1 > g0:
+                    _dw3_cl_groups(xf, wt, bt, yf, g0, g1, C, H, W, OH, OW, s, pt, pl, act,
+                                   bounds, _dw3_cl_scratch(OH, OW, s),
+                                   np.empty(OH * OW * LANES, np.float32))
+        else:
+            _dw3_cl_groups(xf, wt, bt, yf, I0, NG, C, H, W, OH, OW, s, pt, pl, act, bounds,
+                           _dw3_cl_scratch(OH, OW, s), np.empty(OH * OW * LANES, np.float32))
     elif nt > 1 and N * C >= 2 * nt and y.size * 9 >= PAR_MIN_MACS:
-        _dw3_par(xf, wf, bf, yf, N * C, C, H, W, OH, OW, s, pt, pl, act, bounds, nt)
+        NC = N * C
+        for t in prange(nt):
+            p0, p1 = split_range(NC, nt, t, 1)
+            if p1 > p0:
+                _dw3_planes(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds)
     else:
         _dw3_planes(xf, wf, bf, yf, I0, N * C, C, H, W, OH, OW, s, pt, pl, act, bounds)
     return y
-
-
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _dw3_par(xf, wf, bf, yf, NC, C, H, W, OH, OW, s, pt, pl, act, bounds, nt):
-    """``_dw3_planes`` on `nt` threads, each a run of planes."""
-    for t in prange(nt):
-        p0, p1 = split_range(NC, nt, t, 1)
-        if p1 > p0:
-            _dw3_planes(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds)
 
 
 @njit(**_JIT)
@@ -520,20 +530,10 @@ def _dw3_cl_scratch(OH, OW, s):
     return np.zeros((((OH - 1) * s + 3) * ((OW - 1) * s + 3) + 1) * LANES, np.float32)
 
 
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _dw3_cl_par(xf, wt, bt, yf, NG, C, H, W, OH, OW, s, pt, pl, act, bounds, nt):
-    """``_dw3_cl_groups`` on `nt` threads, each a run of groups and scratches of its own."""
-    for t in prange(nt):
-        g0, g1 = split_range(NG, nt, t, 1)
-        if g1 > g0:
-            _dw3_cl_groups(xf, wt, bt, yf, g0, g1, C, H, W, OH, OW, s, pt, pl, act, bounds,
-                           _dw3_cl_scratch(OH, OW, s), np.empty(OH * OW * LANES, np.float32))
-
-
-@njit(**_JIT)
-def _dw3_cl(xf, wf, bf, yf, N, C, H, W, OH, OW, s, pt, pl, act, bounds, nt):
-    """``depthwise3x3_f32`` channels-last (small planes): weights and bias regrouped by 16
-    channels, then ``_dw3_cl_groups`` (its groups shared out over threads as the planes are)."""
+@njit(inline="always", **_JIT)
+def _dw3_cl_weights(wf, bf, C):
+    """Weights (9 taps x 16 channels per group) and bias regrouped by 16 channels, zero
+    past C, for ``_dw3_cl_groups``."""
     G = (C + LANES - 1) // LANES
     wt = np.zeros(G * 9 * LANES, np.float32)
     for c in range(C):
@@ -541,11 +541,7 @@ def _dw3_cl(xf, wf, bf, yf, N, C, H, W, OH, OW, s, pt, pl, act, bounds, nt):
             wt[((c // LANES) * 9 + t) * LANES + c % LANES] = wf[c * 9 + t]
     bt = np.zeros(G * LANES, np.float32)
     bt[:C] = bf
-    if nt > 1 and N * G >= 2 * nt and N * C * OH * OW * 9 >= PAR_MIN_MACS:
-        _dw3_cl_par(xf, wt, bt, yf, N * G, C, H, W, OH, OW, s, pt, pl, act, bounds, nt)
-    else:
-        _dw3_cl_groups(xf, wt, bt, yf, I0, N * G, C, H, W, OH, OW, s, pt, pl, act, bounds,
-                       _dw3_cl_scratch(OH, OW, s), np.empty(OH * OW * LANES, np.float32))
+    return wt, bt
 
 
 def use_depthwise3x3(x_shape, dtype, kernel, strides, dilations, has_residual, target):

@@ -117,20 +117,6 @@ def _gemm_part(af, k, bpf, biasf, zrow, act, cf, ldc, r0, r1, p0, p1):
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _gemm_par(af, m, k, bpf, npan, biasf, zrow, act, cf, ldc, nt):
-    """``_gemm_part`` over `nt` threads: runs of panels when there are at least 2 per thread
-    (A shared, each thread streams its own part of B), else runs of rows (multiples of 6)."""
-    by_panels = npan >= 2 * nt
-    for t in prange(nt):
-        if by_panels:
-            p0, p1 = split_range(npan, nt, t, 1)
-            _gemm_part(af, k, bpf, biasf, zrow, act, cf, ldc, I0, m, p0, p1)
-        else:
-            r0, r1 = split_range(m, nt, t, MR)
-            _gemm_part(af, k, bpf, biasf, zrow, act, cf, ldc, r0, r1, I0, npan)
-
-
-@njit(**_JIT)
 def sgemm16(a, bp, n, bias, act):
     """act(a @ b + bias) -> new (M, n) float32 array, with bp = pack_b16(b).
 
@@ -140,6 +126,7 @@ def sgemm16(a, bp, n, bias, act):
     """
     m, k = a.shape
     npan = bp.shape[0]
+    n, act = np.int64(n), np.int64(act)    # literals from compiled callers: one compile
     af, bpf, biasf, ldc = packed_operands(a, bp, n, bias, NR)
     zrow = np.zeros(m, np.float32)
     c = np.empty((m, ldc), np.float32)
@@ -153,7 +140,17 @@ def sgemm16(a, bp, n, bias, act):
         nt = num_threads()
         if (nt > 1 and m * k * ldc >= PAR_MIN_MACS
                 and (npan >= 2 * nt or m >= 2 * MR * nt)):
-            _gemm_par(af, m, k, bpf, npan, biasf, zrow, act, cf, ldc, nt)
+            # runs of panels when there are at least 2 per thread (A shared, each thread
+            # streams its own part of B), else runs of rows (multiples of 6); the loop is
+            # here, not in a wrapper: each njit level links and optimizes the GEMM again
+            by_panels = npan >= 2 * nt
+            for t in prange(nt):
+                if by_panels:
+                    p0, p1 = split_range(npan, nt, t, 1)
+                    _gemm_part(af, k, bpf, biasf, zrow, act, cf, ldc, I0, m, p0, p1)
+                else:
+                    r0, r1 = split_range(m, nt, t, MR)
+                    _gemm_part(af, k, bpf, biasf, zrow, act, cf, ldc, r0, r1, I0, npan)
         else:
             _gemm_part(af, k, bpf, biasf, zrow, act, cf, ldc, I0, m, I0, npan)
     if ldc != n:
@@ -252,20 +249,6 @@ def _xp_size(c):
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _conv_par(xf, c, hw, wf, m, biasf, zcol, act, lo, hi, yf, has_res, nimg, nt):
-    """``_conv_cols`` on `nt` threads: each image's columns cut into `nt` runs (multiples of
-    16, so only the last run has a ragged tile)."""
-    for u in prange(nimg * nt):
-        img, t = u // nt, u % nt
-        col0, col1 = split_range(hw, nt, t, NR)
-        if col1 > col0:
-            xp = np.empty(_xp_size(c), np.float32)
-            yt = np.empty(m * NR, np.float32)
-            _conv_cols(xf, c, hw, wf, m, biasf, zcol, act, lo, hi, yf, has_res, img, col0,
-                       col1, xp, yt)
-
-
-@njit(**_JIT)
 def conv1x1_avx2(x, w, m, bias, act, res, bounds=NO_BOUNDS):
     """act(W @ X[n] + bias[:, None] (+ res[n])) per image for the 1x1 stride-1 unpadded Conv.
 
@@ -302,7 +285,16 @@ def conv1x1_avx2(x, w, m, bias, act, res, bounds=NO_BOUNDS):
         return y
     nt = num_threads()
     if nt > 1 and hw >= 2 * NR and m * c * hw * nimg >= PAR_MIN_MACS:
-        _conv_par(xf, c, hw, wf, m, biasf, zcol, act, lo, hi, yf, has_res, nimg, nt)
+        # each image's columns cut into `nt` runs (multiples of 16, so only the last run has
+        # a ragged tile), each with scratch of its own
+        for u in prange(nimg * nt):
+            img, t = u // nt, u % nt
+            col0, col1 = split_range(hw, nt, t, NR)
+            if col1 > col0:
+                xp = np.empty(_xp_size(c), np.float32)
+                yt = np.empty(m * NR, np.float32)
+                _conv_cols(xf, c, hw, wf, m, biasf, zcol, act, lo, hi, yf, has_res, img, col0,
+                           col1, xp, yt)
     else:
         xp = np.empty(_xp_size(c), np.float32)
         yt = np.empty(m * NR, np.float32)

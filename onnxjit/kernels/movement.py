@@ -11,7 +11,7 @@ from .simd import LANES, vload, vstore, vtranspose16
 
 _JIT = dict(cache=True, error_model="numpy")
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def concat(xs, outer, shape):
     """ONNX Concat of a tuple of C-contiguous arrays of one rank and dtype (shapes checked at
     prepare time) along the axis before which the shape multiplies to `outer`, as an array of
@@ -27,7 +27,8 @@ def concat(xs, outer, shape):
     y = np.empty(outer * total, xs[0].dtype)
     nt = num_threads() if outer * total >= CONCAT_PAR_MIN else 1
     if nt > 1:
-        _concat_par(xs, y, outer, widths, total, nt)
+        for t in prange(nt):
+            _concat_part(xs, y, outer, widths, total, t, nt)
     else:
         _concat_part(xs, y, outer, widths, total, I0, 1)
     return y.reshape(shape)
@@ -47,12 +48,6 @@ def _concat_part(xs, y, outer, widths, total, t, nt):
         for r in range(r0, r1):
             copy_run(y, r * total + at + a0, xf, r * w + a0, a1 - a0, 1)
         at += w
-
-
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _concat_par(xs, y, outer, widths, total, nt):
-    for t in prange(nt):
-        _concat_part(xs, y, outer, widths, total, t, nt)
 
 
 @njit(**_JIT)

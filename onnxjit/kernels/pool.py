@@ -606,8 +606,9 @@ def _pool_whole(xf, y, in3, k3, s3, p6, d3, is_max, count_include_pad, p0, p1):
 # branch cost ~43 s of compile at first use, most of it re-optimizing schemes it never ran.
 # The lowering picks the scheme from the shapes and the target (``scheme`` below) and calls
 # that scheme's entry, ``maxpool_<scheme>`` or ``avgpool_<scheme>``: ~6 s for one.  Each has
-# a planes function (a run of planes, max or average folded in), a prange wrapper, and the
-# entry that sets up the geometry and picks one thread or several.
+# a planes function (``_pool_<scheme>``, a run of planes, max or average a literal flag) and
+# the entry, which sets up the geometry and runs the planes on one thread or several (its
+# own prange loop: a wrapper between them would be one more level optimizing them again).
 
 SCHEMES = ("whole", "same", "rows", "flat")
 
@@ -640,18 +641,21 @@ def scheme(shape, dtype, kernel, strides, pads, dilations, out_shape, target=Non
     return "flat"
 
 
-@njit(inline="always", **_JIT)
+@njit(**_JIT)
 def _geo(g):
     """in3, k3, s3, p6, d3, o3 from the flat geometry array (Numba's parallel regions take
-    arrays, not tuples)."""
+    arrays, not tuples; not inlined: its tuples trip the array analysis of the parallel
+    entries)."""
     return ((g[0], g[1], g[2]), (g[3], g[4], g[5]), (g[6], g[7], g[8]),
             (g[9], g[10], g[11], g[12], g[13], g[14]), (g[15], g[16], g[17]),
             (g[18], g[19], g[20]))
 
 
-@njit(inline="always", **_JIT)
+@njit(**_JIT)
 def _setup(x, kernel, strides, pads, dilations, out_shape):
-    """The flat input, the flat output, the geometry array, planes and threads of a pool."""
+    """The flat input, the flat output, the geometry array, planes and threads of a pool (its
+    own function: inlined into the parallel entries, its tuple-into-slice stores trip Numba's
+    array analysis)."""
     x5 = as5d(x)
     k3, s3, p6 = tup3(kernel, 1), tup3(strides, 1), pads6(pads)
     d3, o3 = tup3(dilations, 1), tup3(out_shape, 1)
@@ -665,194 +669,121 @@ def _setup(x, kernel, strides, pads, dilations, out_shape):
     return xf, y, geo, N * C, nt if N * C > 1 else 1, (N, C) + o3
 
 
-@njit(**_JIT)
-def _whole_max(xf, y, geo, cip, p0, p1):
-    in3, k3, s3, p6, d3, o3 = _geo(geo)
-    _pool_whole(xf, y, in3, k3, s3, p6, d3, True, cip, p0, p1)
-
-
-@njit(**_JIT)
-def _whole_avg(xf, y, geo, cip, p0, p1):
-    in3, k3, s3, p6, d3, o3 = _geo(geo)
-    _pool_whole(xf, y, in3, k3, s3, p6, d3, False, cip, p0, p1)
-
-
-@njit(**_JIT)
-def _same_max(xf, y, geo, cip, p0, p1):
-    in3, k3, s3, p6, d3, o3 = _geo(geo)
-    _pool_same(xf, y, in3, k3, p6, d3, True, cip, p0, p1)
-
-
-@njit(**_JIT)
-def _same_avg(xf, y, geo, cip, p0, p1):
-    in3, k3, s3, p6, d3, o3 = _geo(geo)
-    _pool_same(xf, y, in3, k3, p6, d3, False, cip, p0, p1)
-
-
-@njit(**_JIT)
-def _rows_max(xf, y, geo, cip, p0, p1):
-    in3, k3, s3, p6, d3, o3 = _geo(geo)
-    _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, True, cip, p0, p1)
-
-
-@njit(**_JIT)
-def _rows_avg(xf, y, geo, cip, p0, p1):
-    in3, k3, s3, p6, d3, o3 = _geo(geo)
-    _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, False, cip, p0, p1)
-
-
-@njit(**_JIT)
-def _flat_max(xf, y, geo, cip, p0, p1):
-    in3, k3, s3, p6, d3, o3 = _geo(geo)
-    _pool_flat(xf, y, in3, k3, s3, p6, d3, o3, True, cip, p0, p1)
-
-
-@njit(**_JIT)
-def _flat_avg(xf, y, geo, cip, p0, p1):
-    in3, k3, s3, p6, d3, o3 = _geo(geo)
-    _pool_flat(xf, y, in3, k3, s3, p6, d3, o3, False, cip, p0, p1)
-
-
-# The prange wrappers: a run of planes per thread (and scratch of its own).
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _whole_max_par(xf, y, geo, cip, planes, nt):
-    for t in prange(nt):
-        p0, p1 = split_range(planes, nt, t, 1)
-        _whole_max(xf, y, geo, cip, p0, p1)
-
-
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _whole_avg_par(xf, y, geo, cip, planes, nt):
-    for t in prange(nt):
-        p0, p1 = split_range(planes, nt, t, 1)
-        _whole_avg(xf, y, geo, cip, p0, p1)
-
-
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _same_max_par(xf, y, geo, cip, planes, nt):
-    for t in prange(nt):
-        p0, p1 = split_range(planes, nt, t, 1)
-        _same_max(xf, y, geo, cip, p0, p1)
-
-
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _same_avg_par(xf, y, geo, cip, planes, nt):
-    for t in prange(nt):
-        p0, p1 = split_range(planes, nt, t, 1)
-        _same_avg(xf, y, geo, cip, p0, p1)
-
-
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _rows_max_par(xf, y, geo, cip, planes, nt):
-    for t in prange(nt):
-        p0, p1 = split_range(planes, nt, t, 1)
-        _rows_max(xf, y, geo, cip, p0, p1)
-
-
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _rows_avg_par(xf, y, geo, cip, planes, nt):
-    for t in prange(nt):
-        p0, p1 = split_range(planes, nt, t, 1)
-        _rows_avg(xf, y, geo, cip, p0, p1)
-
-
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _flat_max_par(xf, y, geo, cip, planes, nt):
-    for t in prange(nt):
-        p0, p1 = split_range(planes, nt, t, 1)
-        _flat_max(xf, y, geo, cip, p0, p1)
-
-
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _flat_avg_par(xf, y, geo, cip, planes, nt):
-    for t in prange(nt):
-        p0, p1 = split_range(planes, nt, t, 1)
-        _flat_avg(xf, y, geo, cip, p0, p1)
-
-
 # The entries: ONNX MaxPool output Y / AveragePool (count_include_pad 0/1) of x (N, C, *S)
 # -> (N, C, *out_shape), geometry as shapes.pool_geometry gives it.
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def maxpool_whole(x, kernel, strides, pads, dilations, out_shape):
     xf, y, geo, planes, nt, shape = _setup(x, kernel, strides, pads, dilations, out_shape)
     if nt > 1:
-        _whole_max_par(xf, y, geo, I0, planes, nt)
+        for t in prange(nt):
+            p0, p1 = split_range(planes, nt, t, 1)
+            in3, k3, s3, p6, d3, o3 = _geo(geo)
+            _pool_whole(xf, y, in3, k3, s3, p6, d3, True, I0, p0, p1)
     else:
-        _whole_max(xf, y, geo, I0, I0, planes)
+        in3, k3, s3, p6, d3, o3 = _geo(geo)
+        _pool_whole(xf, y, in3, k3, s3, p6, d3, True, I0, I0, planes)
     return from5d(y.reshape(shape), x)
 
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def maxpool_same(x, kernel, strides, pads, dilations, out_shape):
     xf, y, geo, planes, nt, shape = _setup(x, kernel, strides, pads, dilations, out_shape)
     if nt > 1:
-        _same_max_par(xf, y, geo, I0, planes, nt)
+        for t in prange(nt):
+            p0, p1 = split_range(planes, nt, t, 1)
+            in3, k3, s3, p6, d3, o3 = _geo(geo)
+            _pool_same(xf, y, in3, k3, p6, d3, True, I0, p0, p1)
     else:
-        _same_max(xf, y, geo, I0, I0, planes)
+        in3, k3, s3, p6, d3, o3 = _geo(geo)
+        _pool_same(xf, y, in3, k3, p6, d3, True, I0, I0, planes)
     return from5d(y.reshape(shape), x)
 
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def maxpool_rows(x, kernel, strides, pads, dilations, out_shape):
     xf, y, geo, planes, nt, shape = _setup(x, kernel, strides, pads, dilations, out_shape)
     if nt > 1:
-        _rows_max_par(xf, y, geo, I0, planes, nt)
+        for t in prange(nt):
+            p0, p1 = split_range(planes, nt, t, 1)
+            in3, k3, s3, p6, d3, o3 = _geo(geo)
+            _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, True, I0, p0, p1)
     else:
-        _rows_max(xf, y, geo, I0, I0, planes)
+        in3, k3, s3, p6, d3, o3 = _geo(geo)
+        _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, True, I0, I0, planes)
     return from5d(y.reshape(shape), x)
 
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def maxpool_flat(x, kernel, strides, pads, dilations, out_shape):
     xf, y, geo, planes, nt, shape = _setup(x, kernel, strides, pads, dilations, out_shape)
     if nt > 1:
-        _flat_max_par(xf, y, geo, I0, planes, nt)
+        for t in prange(nt):
+            p0, p1 = split_range(planes, nt, t, 1)
+            in3, k3, s3, p6, d3, o3 = _geo(geo)
+            _pool_flat(xf, y, in3, k3, s3, p6, d3, o3, True, I0, p0, p1)
     else:
-        _flat_max(xf, y, geo, I0, I0, planes)
+        in3, k3, s3, p6, d3, o3 = _geo(geo)
+        _pool_flat(xf, y, in3, k3, s3, p6, d3, o3, True, I0, I0, planes)
     return from5d(y.reshape(shape), x)
 
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def avgpool_whole(x, kernel, strides, pads, dilations, out_shape, count_include_pad):
     xf, y, geo, planes, nt, shape = _setup(x, kernel, strides, pads, dilations, out_shape)
     cip = np.int64(count_include_pad)
     if nt > 1:
-        _whole_avg_par(xf, y, geo, cip, planes, nt)
+        for t in prange(nt):
+            p0, p1 = split_range(planes, nt, t, 1)
+            in3, k3, s3, p6, d3, o3 = _geo(geo)
+            _pool_whole(xf, y, in3, k3, s3, p6, d3, False, cip, p0, p1)
     else:
-        _whole_avg(xf, y, geo, cip, I0, planes)
+        in3, k3, s3, p6, d3, o3 = _geo(geo)
+        _pool_whole(xf, y, in3, k3, s3, p6, d3, False, cip, I0, planes)
     return from5d(y.reshape(shape), x)
 
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def avgpool_same(x, kernel, strides, pads, dilations, out_shape, count_include_pad):
     xf, y, geo, planes, nt, shape = _setup(x, kernel, strides, pads, dilations, out_shape)
     cip = np.int64(count_include_pad)
     if nt > 1:
-        _same_avg_par(xf, y, geo, cip, planes, nt)
+        for t in prange(nt):
+            p0, p1 = split_range(planes, nt, t, 1)
+            in3, k3, s3, p6, d3, o3 = _geo(geo)
+            _pool_same(xf, y, in3, k3, p6, d3, False, cip, p0, p1)
     else:
-        _same_avg(xf, y, geo, cip, I0, planes)
+        in3, k3, s3, p6, d3, o3 = _geo(geo)
+        _pool_same(xf, y, in3, k3, p6, d3, False, cip, I0, planes)
     return from5d(y.reshape(shape), x)
 
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def avgpool_rows(x, kernel, strides, pads, dilations, out_shape, count_include_pad):
     xf, y, geo, planes, nt, shape = _setup(x, kernel, strides, pads, dilations, out_shape)
     cip = np.int64(count_include_pad)
     if nt > 1:
-        _rows_avg_par(xf, y, geo, cip, planes, nt)
+        for t in prange(nt):
+            p0, p1 = split_range(planes, nt, t, 1)
+            in3, k3, s3, p6, d3, o3 = _geo(geo)
+            _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, False, cip, p0, p1)
     else:
-        _rows_avg(xf, y, geo, cip, I0, planes)
+        in3, k3, s3, p6, d3, o3 = _geo(geo)
+        _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, False, cip, I0, planes)
     return from5d(y.reshape(shape), x)
 
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def avgpool_flat(x, kernel, strides, pads, dilations, out_shape, count_include_pad):
     xf, y, geo, planes, nt, shape = _setup(x, kernel, strides, pads, dilations, out_shape)
     cip = np.int64(count_include_pad)
     if nt > 1:
-        _flat_avg_par(xf, y, geo, cip, planes, nt)
+        for t in prange(nt):
+            p0, p1 = split_range(planes, nt, t, 1)
+            in3, k3, s3, p6, d3, o3 = _geo(geo)
+            _pool_flat(xf, y, in3, k3, s3, p6, d3, o3, False, cip, p0, p1)
     else:
-        _flat_avg(xf, y, geo, cip, I0, planes)
+        in3, k3, s3, p6, d3, o3 = _geo(geo)
+        _pool_flat(xf, y, in3, k3, s3, p6, d3, o3, False, cip, I0, planes)
     return from5d(y.reshape(shape), x)
 
 
@@ -940,7 +871,7 @@ def global_maxpool(x):
     return from5d(y, x)
 
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def lrn(x, size, alpha, beta, bias):
     """ONNX LRN: y = x / (bias + alpha/size * sum_{window over C} x^2) ** beta, any rank >= 3.
 
@@ -955,7 +886,11 @@ def lrn(x, size, alpha, beta, bias):
     y = np.empty(x5.size, x.dtype)
     nt = num_threads() if x5.size * size >= LRN_PAR_MIN else 1
     if nt > 1:
-        _lrn_par(xf, y, N, C, P, size, alpha, beta, bias, nt)
+        # _lrn_planes over `nt` threads, each a run of the planes.
+        planes = N * C
+        for t in prange(nt):
+            p0, p1 = split_range(planes, nt, t, 1)
+            _lrn_planes(xf, y, C, P, size, alpha, beta, bias, p0, p1)
     else:
         _lrn_planes(xf, y, C, P, size, alpha, beta, bias, 0, N * C)
     return from5d(y.reshape(x5.shape), x)
@@ -994,10 +929,3 @@ def _lrn_planes(xf, y, C, P, size, alpha, beta, bias, p0, p1):
                 y[o + q] = xf[o + q] / (k + a * acc[q]) ** beta
 
 
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _lrn_par(xf, y, N, C, P, size, alpha, beta, bias, nt):
-    """_lrn_planes over `nt` threads, each a run of the planes."""
-    planes = N * C
-    for t in prange(nt):
-        p0, p1 = split_range(planes, nt, t, 1)
-        _lrn_planes(xf, y, C, P, size, alpha, beta, bias, p0, p1)

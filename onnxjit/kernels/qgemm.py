@@ -190,7 +190,7 @@ def _dequantize_rows(c, out, m0, rows, s, bias):
                 out[m0 + r, j] = np.float32(c[r, j]) * s
 
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def qgemm_u8s8(a, za, bp, colsum, zb, n):
     """(a - za) @ (b - zb) in int32 for a (M, K) uint8 and za a uint8 array of one element;
     bp/colsum/zb from pack_b_s8(b)."""
@@ -202,7 +202,9 @@ def qgemm_u8s8(a, za, bp, colsum, zb, n):
     cf = c.reshape(m * ldc).view(np.float32)
     nt = _threads(m, k4, ldc, MR)
     if nt > 1:
-        _rows_par(af, k4, bpf, bp.shape[0], cf, ldc, colf, rowf, m, nt)
+        for t in prange(nt):
+            r0, r1 = split_range(m, nt, t, MR)
+            _rows(af, k4, bpf, bp.shape[0], cf, ldc, colf, rowf, r0, r1)
     else:
         _rows(af, k4, bpf, bp.shape[0], cf, ldc, colf, rowf, I0, m)
     if ldc != n:
@@ -210,7 +212,7 @@ def qgemm_u8s8(a, za, bp, colsum, zb, n):
     return c
 
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def qgemm_u8s8_f32(a, za, bp, colsum, zb, n, scale, bias):
     """float32((a - za) @ (b - zb)) * scale[0] (+ bias): MatMulInteger with the Cast, Mul and
     Add of a dynamically quantized dense layer (ops/quantize.py's peepholes), each 6-row
@@ -223,7 +225,9 @@ def qgemm_u8s8_f32(a, za, bp, colsum, zb, n, scale, bias):
     s = scale.ravel()[0]
     nt = _threads(m, k4, ldc, MR)
     if nt > 1:
-        _rows_f32_par(af, k4, bpf, bp.shape[0], ldc, colf, rowf, s, bias, out, m, nt)
+        for t in prange(nt):
+            r0, r1 = split_range(m, nt, t, MR)
+            _rows_f32(af, k4, bpf, bp.shape[0], ldc, colf, rowf, s, bias, out, r0, r1)
     else:
         _rows_f32(af, k4, bpf, bp.shape[0], ldc, colf, rowf, s, bias, out, I0, m)
     return out
@@ -249,13 +253,6 @@ def _rows(af, k4, bpf, npan, cf, ldc, colf, rowf, r0, r1):
         m0 += rows
 
 
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _rows_par(af, k4, bpf, npan, cf, ldc, colf, rowf, m, nt):
-    for t in prange(nt):
-        r0, r1 = split_range(m, nt, t, MR)
-        _rows(af, k4, bpf, npan, cf, ldc, colf, rowf, r0, r1)
-
-
 @njit(**_JIT)
 def _rows_f32(af, k4, bpf, npan, ldc, colf, rowf, s, bias, out, r0, r1):
     """Rows [r0, r1) of the dequantized product (VNNI), through a 6-row int32 scratch."""
@@ -267,13 +264,6 @@ def _rows_f32(af, k4, bpf, npan, ldc, colf, rowf, s, bias, out, r0, r1):
         _block(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf, 0)
         _dequantize_rows(c, out, m0, rows, s, bias)
         m0 += rows
-
-
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _rows_f32_par(af, k4, bpf, npan, ldc, colf, rowf, s, bias, out, m, nt):
-    for t in prange(nt):
-        r0, r1 = split_range(m, nt, t, MR)
-        _rows_f32(af, k4, bpf, npan, ldc, colf, rowf, s, bias, out, r0, r1)
 
 
 @njit(**_JIT)
@@ -417,7 +407,7 @@ def _fix_up(c, ap, fix, m0, rows, crow):
             cf[ci + np.uint64(fix[1, t])] += np.int32(af[ai + np.uint64(fix[0, t])]) * fix[2, t]
 
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def qgemm_u8s8_madd(a, za, bp, colsum, zb, n, fix):
     """(a - za) @ (b - zb) in int32 for a (M, K) uint8 and za a uint8 array of one element;
     bp/colsum/zb/fix from pack_b_madd(b). The zero points' terms are added as each tile is
@@ -430,7 +420,9 @@ def qgemm_u8s8_madd(a, za, bp, colsum, zb, n, fix):
     cf = c.reshape(m * ldc).view(np.float32)
     nt = _threads(m, k4, ldc, MR_MADD)
     if nt > 1:
-        _rows_madd_par(af, k4, bpf, bp.shape[0], cf, ldc, colf, rowf, m, nt)
+        for t in prange(nt):
+            r0, r1 = split_range(m, nt, t, MR_MADD)
+            _rows_madd(af, k4, bpf, bp.shape[0], cf, ldc, colf, rowf, r0, r1)
     else:
         _rows_madd(af, k4, bpf, bp.shape[0], cf, ldc, colf, rowf, I0, m)
     _fix_up(c, ap, fix, 0, m, 0)
@@ -439,7 +431,7 @@ def qgemm_u8s8_madd(a, za, bp, colsum, zb, n, fix):
     return c
 
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def qgemm_u8s8_madd_f32(a, za, bp, colsum, zb, n, fix, scale, bias):
     """qgemm_u8s8_f32 with the AVX2 kernel: each 4-row block's int32 sums fixed up and
     dequantized while they are in cache."""
@@ -451,8 +443,9 @@ def qgemm_u8s8_madd_f32(a, za, bp, colsum, zb, n, fix, scale, bias):
     s = scale.ravel()[0]
     nt = _threads(m, k4, ldc, MR_MADD)
     if nt > 1:
-        _rows_madd_f32_par(af, ap, k4, bpf, bp.shape[0], ldc, colf, rowf, fix, s, bias, out,
-                           m, nt)
+        for t in prange(nt):
+            r0, r1 = split_range(m, nt, t, MR_MADD)
+            _rows_madd_f32(af, ap, k4, bpf, bp.shape[0], ldc, colf, rowf, fix, s, bias, out, r0, r1)
     else:
         _rows_madd_f32(af, ap, k4, bpf, bp.shape[0], ldc, colf, rowf, fix, s, bias, out, I0,
                        m)
@@ -467,13 +460,6 @@ def _rows_madd(af, k4, bpf, npan, cf, ldc, colf, rowf, r0, r1):
         rows = min(MR_MADD, r1 - m0)
         _block_madd(af, k4, bpf, npan, cf, ldc, m0, rows, colf, rowf, m0)
         m0 += rows
-
-
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _rows_madd_par(af, k4, bpf, npan, cf, ldc, colf, rowf, m, nt):
-    for t in prange(nt):
-        r0, r1 = split_range(m, nt, t, MR_MADD)
-        _rows_madd(af, k4, bpf, npan, cf, ldc, colf, rowf, r0, r1)
 
 
 @njit(**_JIT)
@@ -491,8 +477,3 @@ def _rows_madd_f32(af, ap, k4, bpf, npan, ldc, colf, rowf, fix, s, bias, out, r0
         m0 += rows
 
 
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _rows_madd_f32_par(af, ap, k4, bpf, npan, ldc, colf, rowf, fix, s, bias, out, m, nt):
-    for t in prange(nt):
-        r0, r1 = split_range(m, nt, t, MR_MADD)
-        _rows_madd_f32(af, ap, k4, bpf, npan, ldc, colf, rowf, fix, s, bias, out, r0, r1)

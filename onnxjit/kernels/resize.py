@@ -164,14 +164,6 @@ def _planes(xf, yf, p0, p1, H, W, OH, OW, hi, hc, wi, wc, w_first, tmp):
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _planes_par(xf, yf, P, H, W, OH, OW, hi, hc, wi, wc, w_first, nt):
-    tmps = np.empty((nt, max(H * OW, OH * W)), np.float32)
-    for t in prange(nt):
-        p0, p1 = split_range(P, nt, t, 1)
-        _planes(xf, yf, p0, p1, H, W, OH, OW, hi, hc, wi, wc, w_first, tmps[t])
-
-
-@njit(**_JIT)
 def bilinear_planes_f32(x, hi, hc, wi, wc, OH, OW, w_first):
     """Linear Resize of a float32 (N, C, H, W) over its last two axes by 2-tap tables
     (hi, hc: OH x 2 source rows and weights; wi, wc: OW x 2 columns) in float32 (as ONNX
@@ -186,7 +178,10 @@ def bilinear_planes_f32(x, hi, hc, wi, wc, OH, OW, w_first):
     nt = num_threads() if y.size >= RESIZE_PAR_MIN else 1
     nt = min(nt, P)
     if nt > 1:
-        _planes_par(xf, yf, P, H, W, OH, OW, hi, hc, wi, wc, w_first, nt)
+        tmps = np.empty((nt, max(H * OW, OH * W)), np.float32)
+        for t in prange(nt):
+            p0, p1 = split_range(P, nt, t, 1)
+            _planes(xf, yf, p0, p1, H, W, OH, OW, hi, hc, wi, wc, w_first, tmps[t])
     else:
         tmp = np.empty(max(H * OW, OH * W), np.float32)
         _planes(xf, yf, I0, P, H, W, OH, OW, hi, hc, wi, wc, w_first, tmp)
@@ -223,13 +218,6 @@ def _nearest_planes(xf, yf, p0, p1, H, W, OH, OW, hi, wi, rep):
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _nearest_planes_par(xf, yf, P, H, W, OH, OW, hi, wi, rep, nt):
-    for t in prange(nt):
-        p0, p1 = split_range(P, nt, t, 1)
-        _nearest_planes(xf, yf, p0, p1, H, W, OH, OW, hi, wi, rep)
-
-
-@njit(**_JIT)
 def nearest_planes(x, hi, wi, OH, OW):
     """Nearest Resize of an (N, C, H, W) array over its last two axes by one-index tables (hi:
     OH source rows, wi: OW source columns), any dtype; the planes split over threads from
@@ -244,7 +232,9 @@ def nearest_planes(x, hi, wi, OH, OW):
             rep = 0
     nt = min(num_threads() if y.size >= RESIZE_PAR_MIN else 1, P)
     if nt > 1:
-        _nearest_planes_par(xf, yf, P, H, W, OH, OW, hi, wi, rep, nt)
+        for t in prange(nt):
+            p0, p1 = split_range(P, nt, t, 1)
+            _nearest_planes(xf, yf, p0, p1, H, W, OH, OW, hi, wi, rep)
     else:
         _nearest_planes(xf, yf, I0, P, H, W, OH, OW, hi, wi, rep)
     return y

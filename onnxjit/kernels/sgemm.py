@@ -109,21 +109,6 @@ def _sgemm_block(af, k, bpf, biasf, act, cf, ldc, r0, r1, p0, p1):
                     cf, i * ldc + j0 * NR, ldc, first, last, biasf, j0 * NR, act)
 
 
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _sgemm_par(af, m, k, bpf, npan, biasf, act, cf, ldc, nt):
-    """``_sgemm_block`` over `nt` threads: contiguous runs of panels when there are at least
-    2 per thread (A is shared, each thread streams its own part of B), else runs of rows
-    (multiples of 12; B is shared)."""
-    by_panels = npan >= 2 * nt
-    for t in prange(nt):
-        if by_panels:
-            p0, p1 = split_range(npan, nt, t, 1)
-            _sgemm_block(af, k, bpf, biasf, act, cf, ldc, I0, m, p0, p1)
-        else:
-            r0, r1 = split_range(m, nt, t, 12)
-            _sgemm_block(af, k, bpf, biasf, act, cf, ldc, r0, r1, I0, npan)
-
-
 @njit(**_JIT)
 def packed_operands(a, bp, n, bias, nr):
     """(a flat and C-contiguous, B flat, the bias padded to the panels' width (zeros for
@@ -140,7 +125,7 @@ def packed_operands(a, bp, n, bias, nr):
     return np.ascontiguousarray(a).ravel(), bp.ravel(), biasf, ldc
 
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def sgemm_packed(a, bp, n, bias, act):
     """act(a @ b + bias) -> new (M, n) float32 array, with bp = pack_b(b).
 
@@ -150,6 +135,9 @@ def sgemm_packed(a, bp, n, bias, act):
     """
     m, k = a.shape
     npan = bp.shape[0]
+    # compiled callers pass literal numbers: as int64 the kernels under this one compile once
+    # for every caller, not once per literal value (the micro-kernels alone took 3.5 s again)
+    n, act = np.int64(n), np.int64(act)
     af, bpf, biasf, ldc = packed_operands(a, bp, n, bias, NR)
     c = np.empty((m, ldc), np.float32)
     cf = c.ravel()
@@ -161,7 +149,16 @@ def sgemm_packed(a, bp, n, bias, act):
     nt = num_threads()
     if (nt > 1 and m * k * ldc >= PAR_MIN_MACS
             and (npan >= 2 * nt or m >= 12 * nt)):
-        _sgemm_par(af, m, k, bpf, npan, biasf, act, cf, ldc, nt)
+        # contiguous runs of panels when there are at least 2 per thread (A is shared, each
+        # thread streams its own part of B), else runs of rows (multiples of 12; B is shared)
+        by_panels = npan >= 2 * nt
+        for t in prange(nt):
+            if by_panels:
+                p0, p1 = split_range(npan, nt, t, 1)
+                _sgemm_block(af, k, bpf, biasf, act, cf, ldc, I0, m, p0, p1)
+            else:
+                r0, r1 = split_range(m, nt, t, 12)
+                _sgemm_block(af, k, bpf, biasf, act, cf, ldc, r0, r1, I0, npan)
     else:
         _sgemm_block(af, k, bpf, biasf, act, cf, ldc, I0, m, I0, npan)
     if ldc != n:
@@ -332,31 +329,6 @@ def _small_product(xf, xo, c, hw, wpf, m, p0, p1, i0, i1, xt, zbias, yt, ldt):
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _conv1x1_transposed_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbias, yt, nt,
-                       bounds):
-    """``conv1x1_transposed`` on `nt` threads: per image, the product cut into `nt` runs of W's
-    panels (2 or more each) or else of pixels (multiples of 12), then the output rows."""
-    nimg = xf.size // (c * hw)
-    ldt = npan * NR
-    by_pixels = npan < 2 * nt
-    for img in range(nimg):
-        xo = img * c * hw
-        if m > c:
-            _transpose_into(xf[xo:xo + c * hw].reshape(c, hw), xt)
-        for t in prange(nt):
-            if by_pixels:
-                i0, i1 = split_range(hw, nt, t, 12)
-                if i1 > i0:
-                    _small_product(xf, xo, c, hw, wpf, m, I0, npan, i0, i1, xt, zbias, yt, ldt)
-            else:
-                p0, p1 = split_range(npan, nt, t, 1)
-                _small_product(xf, xo, c, hw, wpf, m, p0, p1, I0, hw, xt, zbias, yt, ldt)
-        for t in prange(nt):
-            r0, r1 = split_range(m, nt, t, 16)
-            _small_store(yt, ldt, hw, biasf, act, yf, img * m * hw, has_res, r0, r1, bounds)
-
-
-@njit(**_JIT)
 def conv1x1_transposed(xf, c, hw, wp, m, biasf, act, yf, has_res, bounds=NO_BOUNDS):
     """Small H*W (7x7; 14x14 when M <= C): per image the transposed product
     Y^T (HW, M) = X^T @ W^T into a scratch, the vectors running along M (no ragged
@@ -365,9 +337,11 @@ def conv1x1_transposed(xf, c, hw, wp, m, biasf, act, yf, has_res, bounds=NO_BOUN
 
     M > C: X^T is copied (small) and the ``sgemm_packed`` kernels run on it.  Else X^T's
     elements are broadcast straight from X (``_small_panels``).  With several threads (and
-    at least PAR_MIN_MACS of work, and 2 panels or 24 pixels per thread)
-    ``_conv1x1_transposed_par`` splits both passes: 4 such convs of SqueezeNet (13x13, M = 48 or
-    64, 2 panels) ran on one thread before.
+    at least PAR_MIN_MACS of work, and 2 panels or 24 pixels per thread) both passes are
+    split, per image: the product into `nt` runs of W's panels (2 or more each) or else of
+    pixels (multiples of 12), then the output rows (4 such convs of SqueezeNet, 13x13, M = 48
+    or 64, 2 panels, ran on one thread before).  The thread loops are in this function: each
+    level of njit wrappers links and optimizes the whole subtree again at first use.
     """
     nimg = xf.size // (c * hw)
     npan = wp.shape[0]
@@ -378,8 +352,23 @@ def conv1x1_transposed(xf, c, hw, wp, m, biasf, act, yf, has_res, bounds=NO_BOUN
     zbias = np.zeros(ldt, np.float32)
     nt = num_threads()
     if nt > 1 and (npan >= 2 * nt or hw >= 24 * nt) and m * c * hw * nimg >= PAR_MIN_MACS:
-        _conv1x1_transposed_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, xt, zbias, yt, nt,
-                           bounds)
+        by_pixels = npan < 2 * nt
+        for img in range(nimg):
+            xo = img * c * hw
+            if m > c:
+                _transpose_into(xf[xo:xo + c * hw].reshape(c, hw), xt)
+            for t in prange(nt):
+                if by_pixels:
+                    i0, i1 = split_range(hw, nt, t, 12)
+                    if i1 > i0:
+                        _small_product(xf, xo, c, hw, wpf, m, I0, npan, i0, i1, xt, zbias, yt,
+                                       ldt)
+                else:
+                    p0, p1 = split_range(npan, nt, t, 1)
+                    _small_product(xf, xo, c, hw, wpf, m, p0, p1, I0, hw, xt, zbias, yt, ldt)
+            for t in prange(nt):
+                r0, r1 = split_range(m, nt, t, 16)
+                _small_store(yt, ldt, hw, biasf, act, yf, img * m * hw, has_res, r0, r1, bounds)
         return
     for img in range(nimg):
         xo = img * c * hw
@@ -448,18 +437,6 @@ def _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, col0, c
         act_rows(yf, img * m * hw + q0, m, q1 - q0, hw, act, bounds)
 
 
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _conv1x1_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, nimg, nt, bounds):
-    """``_conv1x1_cols`` on `nt` threads: each image's columns cut into `nt` runs (multiples
-    of 32 columns, so only the last run has a ragged tile)."""
-    for u in prange(nimg * nt):
-        img, t = u // nt, u % nt
-        col0, col1 = split_range(hw, nt, t, NR)
-        if col1 > col0:
-            _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, col0, col1,
-                          bounds)
-
-
 def conv1x1_small(hw, m, c):
     """Whether a 1x1 conv over hw pixels, m outputs and c inputs takes the transposed product
     (``conv1x1_packed_small``) rather than the streamed one (``conv1x1_packed_cols``)."""
@@ -518,7 +495,7 @@ def conv1x1_packed_small(x, wp, m, bias, act, res, bounds=NO_BOUNDS):
     return y
 
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def conv1x1_packed_cols(x, wp, m, bias, act, res, bounds=NO_BOUNDS):
     """conv1x1_packed by the streamed product (columns of X, split over threads when big)."""
     xf, biasf, y, yf, has_res = _conv1x1_setup(x, wp, m, bias, res)
@@ -529,7 +506,14 @@ def conv1x1_packed_cols(x, wp, m, bias, act, res, bounds=NO_BOUNDS):
         return y
     nt = num_threads()
     if nt > 1 and m * c * hw * nimg >= PAR_MIN_MACS:
-        _conv1x1_par(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, nimg, nt, bounds)
+        # each image's columns cut into `nt` runs (multiples of 32 columns, so only the last
+        # run has a ragged tile)
+        for u in prange(nimg * nt):
+            img, t = u // nt, u % nt
+            col0, col1 = split_range(hw, nt, t, NR)
+            if col1 > col0:
+                _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, col0, col1,
+                              bounds)
     else:
         for img in range(nimg):
             _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, I0, hw, bounds)

@@ -37,7 +37,7 @@ AVERAGE, SUM, MIN, MAX = 0, 1, 2, 3
 NONE, SOFTMAX, LOGISTIC, SOFTMAX_ZERO, PROBIT = 0, 1, 2, 3, 4
 
 
-@njit(**_JIT)
+@njit(parallel=PRANGE_ONLY, **_JIT)
 def forest(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart, wtarget, wvalue,
            leafw, n_targets, agg, fast, single):
     """(scores float64 [N, n_targets], has uint8 [N, n_targets]) of the trees over the rows
@@ -51,14 +51,20 @@ def forest(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart, wtarge
     ntrees = roots.size
     nt = num_threads()
     if nt > 1 and n >= PAR_MIN_ROWS:
-        _forest_par(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart, wtarget,
-                    wvalue, leafw, agg, fast, single, acc, has, nblocks)
+        for b in prange(nblocks):
+            _forest_block(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart, wtarget,
+                          wvalue, leafw, agg, fast, single, acc, has, b, I0, ntrees)
     elif nt > 1 and n * ntrees >= PAR_MIN_WALKS and ntrees >= 2:
         nt = min(nt, ntrees)
         accs = np.zeros((nt, n, n_targets), np.float64)
         hass = np.zeros((nt, n, n_targets), np.uint8)
-        _forest_par_trees(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart,
-                          wtarget, wvalue, leafw, agg, fast, single, accs, hass, nblocks, nt)
+        # thread t walks every row through trees [t0, t1) (an even share) into accs[t], hass[t]
+        for t in prange(nt):
+            t0, t1 = t * ntrees // nt, (t + 1) * ntrees // nt
+            for b in range(nblocks):
+                _forest_block(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart,
+                              wtarget, wvalue, leafw, agg, fast, single, accs[t], hass[t], b, t0,
+                              t1)
         for t in range(nt):      # merged in thread order: the same sums whatever the timing
             for r in range(n):
                 for g in range(n_targets):
@@ -69,27 +75,6 @@ def forest(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart, wtarge
             _forest_block(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart,
                           wtarget, wvalue, leafw, agg, fast, single, acc, has, b, I0, ntrees)
     return acc, has
-
-
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _forest_par(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart, wtarget, wvalue,
-                leafw, agg, fast, single, acc, has, nblocks):
-    for b in prange(nblocks):
-        _forest_block(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart, wtarget,
-                      wvalue, leafw, agg, fast, single, acc, has, b, I0, roots.size)
-
-
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def _forest_par_trees(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart, wtarget,
-                      wvalue, leafw, agg, fast, single, accs, hass, nblocks, nt):
-    """Thread t walks every row through trees [t0, t1) (an even share) into accs[t], hass[t]."""
-    ntrees = roots.size
-    for t in prange(nt):
-        t0, t1 = t * ntrees // nt, (t + 1) * ntrees // nt
-        for b in range(nblocks):
-            _forest_block(x, roots, depth, feat, thr, kids, mode, mstart, mvals, wstart,
-                          wtarget, wvalue, leafw, agg, fast, single, accs[t], hass[t], b, t0,
-                          t1)
 
 
 @njit(**_JIT)

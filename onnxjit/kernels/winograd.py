@@ -600,7 +600,7 @@ _MIN_CHUNK_COLS = 64  # narrower GEMMs lose more to BLAS overhead than they gain
 
 # Below WINOGRAD_PAR_MIN_MACS (parallel.py: output pixels x M x C; ~100 us of work) one thread
 # does it all.  Whole chunks on
-# threads (_conv3x3_threads' chunks) won 20-25% on the small CNN's 3->16 at 64x64 and 16->32 at 32x32
+# threads (conv3x3's chunks) won 20-25% on the small CNN's 3->16 at 64x64 and 16->32 at 32x32
 # when the second core was free, but in this shared host's slow windows the same two convs took
 # 71 us on 2 threads against 43 on 1 (the small CNN 1.8-2.0x ORT's time instead of 1.25).
 _CHUNKS_MIN_MACS = 1 << 20  # whole chunks go to threads (chunks=True) from this size
@@ -622,69 +622,6 @@ def _thread_scratch(x, nt, rows, th, tw, m):
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def _conv3x3_threads(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt, gemm, chunks):
-    """The chunk loop of ``conv3x3`` on `nt` threads, each with its own scratch, one of two
-    ways (one function: each parallel function compiles and links the transforms and point
-    GEMMs under it again, 7 s of CPU at first use):
-
-    chunks: whole chunks split over the threads, each with its own V and Y: one fork/join
-    per Conv instead of three per chunk, for convs whose transformed weights U are small
-    enough (see conv3x3) that every thread streaming all of U costs less than the two extra
-    joins per chunk;
-
-    else each chunk's phases split over them: the input transform by input channels, the
-    point GEMMs by points (BLAS: from this thread), the output transform by output
-    channels.  nt = 1 runs it all on the calling thread."""
-    N, C = x.shape[0], x.shape[1]
-    a2, M = u.shape[0], u.shape[2]
-    nrows = N * th
-    xps, Ts, Ps, halos, obs = _thread_scratch(x, nt, rows, th, tw, m)
-    zb = np.zeros(16, x.dtype)
-    rf = flat_res(res, y)
-    if chunks:
-        nchunks = (nrows + rows - 1) // rows
-        vbufs = np.empty((nt, a2 * C * tcmax), x.dtype)
-        ybufs = np.empty((nt, a2 * _LDY), x.dtype)
-        for t in prange(nt):
-            k0, k1 = split_range(nchunks, nt, t, 1)
-            for k in range(k0, k1):
-                g0 = k * rows
-                g1 = min(nrows, g0 + rows)
-                tc = (g1 - g0) * tw
-                V = vbufs[t, :a2 * C * tc].reshape((a2, C, tc))
-                _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[t], Ts[t], Ps[t],
-                                 halos[t], I0, C)
-                _point_gemms(u, V, ybufs[t], C, M, tc, I0, a2, zb, False, gemm)
-                _output_transform(ybufs[t], m, th, tw, g0, g1, y, b, rf, act, obs[t], I0, M)
-        return
-    vbuf = np.empty(a2 * C * tcmax, x.dtype)
-    ybuf = np.empty(a2 * _LDY, x.dtype)
-    for g0 in range(0, nrows, rows):
-        g1 = min(nrows, g0 + rows)
-        tc = (g1 - g0) * tw
-        V = vbuf[:a2 * C * tc].reshape((a2, C, tc))
-        if nt == 1:
-            _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[0], Ts[0], Ps[0], halos[0],
-                             I0, C)
-            _point_gemms(u, V, ybuf, C, M, tc, I0, a2, zb, True, gemm)
-            _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[0], I0, M)
-            continue
-        for t in prange(nt):
-            c0, c1 = split_range(C, nt, t, 1)
-            _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[t], Ts[t], Ps[t], halos[t],
-                             c0, c1)
-        if gemm == GEMM_CK:
-            for t in prange(nt):
-                p0, p1 = split_range(a2, nt, t, 1)
-                _point_gemms(u, V, ybuf, C, M, tc, p0, p1, zb, False, gemm)
-        else:       # BLAS threads itself: called from this thread only
-            _point_gemms(u, V, ybuf, C, M, tc, I0, a2, zb, True, gemm)
-        for t in prange(nt):
-            m0, m1 = split_range(M, nt, t, 1)
-            _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[t], m0, m1)
-
-
-@njit(**_JIT)
 def conv3x3(x, u, b, pads, act, res, gemm):
     """y = act(conv3x3(x) + b (+ res)) for stride 1, dilation 1, group 1, by Winograd.
 
@@ -694,6 +631,19 @@ def conv3x3(x, u, b, pads, act, res, gemm):
     the point-GEMM kernel (``point_gemm(target, dtype)``; GEMM_CK only for float32).
     Returns a new (N, M, OH, OW) array of x's dtype.  Output widths above ~1000 (m=2) or
     M*ceil(OW/m) > 65600 exceed the scratch buffers and raise (use_winograd returns 0).
+
+    The chunk loop runs on `nt` threads, each with its own scratch, one of two ways (one
+    function, its thread loops included: each level of njit functions above the transforms
+    and point GEMMs links and optimizes them again at first use, ~2.5 s of CPU a level):
+
+    chunks: whole chunks split over the threads, each with its own V and Y: one fork/join
+    per Conv instead of three per chunk, for convs whose transformed weights U are small
+    enough (see conv3x3) that every thread streaming all of U costs less than the two extra
+    joins per chunk;
+
+    else each chunk's phases split over them: the input transform by input channels, the
+    point GEMMs by points (BLAS: from this thread), the output transform by output
+    channels.  nt = 1 runs it all on the calling thread.
     """
     N, C, H, W = x.shape
     a2, M = u.shape[0], u.shape[2]
@@ -727,5 +677,48 @@ def conv3x3(x, u, b, pads, act, res, gemm):
         tcmax = rows * tw
     elif macs < WINOGRAD_PAR_MIN_MACS:
         nt = 1
-    _conv3x3_threads(x, u, b, pt, pl, act, res, y, m, th, tw, rows, tcmax, nt, gemm, chunks)
+    xps, Ts, Ps, halos, obs = _thread_scratch(x, nt, rows, th, tw, m)
+    zb = np.zeros(16, x.dtype)
+    rf = flat_res(res, y)
+    if chunks:
+        nchunks = (nrows + rows - 1) // rows
+        vbufs = np.empty((nt, a2 * C * tcmax), x.dtype)
+        ybufs = np.empty((nt, a2 * _LDY), x.dtype)
+        for t in prange(nt):
+            k0, k1 = split_range(nchunks, nt, t, 1)
+            for k in range(k0, k1):
+                g0 = k * rows
+                g1 = min(nrows, g0 + rows)
+                tc = (g1 - g0) * tw
+                V = vbufs[t, :a2 * C * tc].reshape((a2, C, tc))
+                _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[t], Ts[t], Ps[t],
+                                 halos[t], I0, C)
+                _point_gemms(u, V, ybufs[t], C, M, tc, I0, a2, zb, False, gemm)
+                _output_transform(ybufs[t], m, th, tw, g0, g1, y, b, rf, act, obs[t], I0, M)
+        return y
+    vbuf = np.empty(a2 * C * tcmax, x.dtype)
+    ybuf = np.empty(a2 * _LDY, x.dtype)
+    for g0 in range(0, nrows, rows):
+        g1 = min(nrows, g0 + rows)
+        tc = (g1 - g0) * tw
+        V = vbuf[:a2 * C * tc].reshape((a2, C, tc))
+        if nt == 1:
+            _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[0], Ts[0], Ps[0], halos[0],
+                             I0, C)
+            _point_gemms(u, V, ybuf, C, M, tc, I0, a2, zb, True, gemm)
+            _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[0], I0, M)
+            continue
+        for t in prange(nt):
+            c0, c1 = split_range(C, nt, t, 1)
+            _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[t], Ts[t], Ps[t], halos[t],
+                             c0, c1)
+        if gemm == GEMM_CK:
+            for t in prange(nt):
+                p0, p1 = split_range(a2, nt, t, 1)
+                _point_gemms(u, V, ybuf, C, M, tc, p0, p1, zb, False, gemm)
+        else:       # BLAS threads itself: called from this thread only
+            _point_gemms(u, V, ybuf, C, M, tc, I0, a2, zb, True, gemm)
+        for t in prange(nt):
+            m0, m1 = split_range(M, nt, t, 1)
+            _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[t], m0, m1)
     return y
