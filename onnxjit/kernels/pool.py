@@ -669,6 +669,18 @@ def _setup(x, kernel, strides, pads, dilations, out_shape):
     return xf, y, geo, N * C, nt if N * C > 1 else 1, (N, C) + o3
 
 
+@njit(**_JIT)
+def _rows_planes(xf, y, geo, is_max, cip, p0, p1):
+    """Planes [p0, p1) of the rows scheme: _pool_rows (an @overload) called from this one
+    place, since its closure compiles again at every call site (5.3 s against 2.7 at first
+    use, called from both the thread loop and the one-thread branch of the entry)."""
+    in3, k3, s3, p6, d3, o3 = _geo(geo)
+    if is_max:
+        _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, True, cip, p0, p1)
+    else:
+        _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, False, cip, p0, p1)
+
+
 # The entries: ONNX MaxPool output Y / AveragePool (count_include_pad 0/1) of x (N, C, *S)
 # -> (N, C, *out_shape), geometry as shapes.pool_geometry gives it.
 @njit(parallel=PRANGE_ONLY, **_JIT)
@@ -705,11 +717,9 @@ def maxpool_rows(x, kernel, strides, pads, dilations, out_shape):
     if nt > 1:
         for t in prange(nt):
             p0, p1 = split_range(planes, nt, t, 1)
-            in3, k3, s3, p6, d3, o3 = _geo(geo)
-            _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, True, I0, p0, p1)
+            _rows_planes(xf, y, geo, True, I0, p0, p1)
     else:
-        in3, k3, s3, p6, d3, o3 = _geo(geo)
-        _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, True, I0, I0, planes)
+        _rows_planes(xf, y, geo, True, I0, I0, planes)
     return from5d(y.reshape(shape), x)
 
 
@@ -764,11 +774,9 @@ def avgpool_rows(x, kernel, strides, pads, dilations, out_shape, count_include_p
     if nt > 1:
         for t in prange(nt):
             p0, p1 = split_range(planes, nt, t, 1)
-            in3, k3, s3, p6, d3, o3 = _geo(geo)
-            _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, False, cip, p0, p1)
+            _rows_planes(xf, y, geo, False, cip, p0, p1)
     else:
-        in3, k3, s3, p6, d3, o3 = _geo(geo)
-        _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, False, cip, I0, planes)
+        _rows_planes(xf, y, geo, False, cip, I0, planes)
     return from5d(y.reshape(shape), x)
 
 
