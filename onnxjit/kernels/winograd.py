@@ -680,45 +680,59 @@ def conv3x3(x, u, b, pads, act, res, gemm):
     xps, Ts, Ps, halos, obs = _thread_scratch(x, nt, rows, th, tw, m)
     zb = np.zeros(16, x.dtype)
     rf = flat_res(res, y)
-    if chunks:
-        nchunks = (nrows + rows - 1) // rows
-        vbufs = np.empty((nt, a2 * C * tcmax), x.dtype)
-        ybufs = np.empty((nt, a2 * _LDY), x.dtype)
-        for t in prange(nt):
-            k0, k1 = split_range(nchunks, nt, t, 1)
-            for k in range(k0, k1):
-                g0 = k * rows
-                g1 = min(nrows, g0 + rows)
-                tc = (g1 - g0) * tw
-                V = vbufs[t, :a2 * C * tc].reshape((a2, C, tc))
-                _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[t], Ts[t], Ps[t],
-                                 halos[t], I0, C)
-                _point_gemms(u, V, ybufs[t], C, M, tc, I0, a2, zb, False, gemm)
-                _output_transform(ybufs[t], m, th, tw, g0, g1, y, b, rf, act, obs[t], I0, M)
-        return y
-    vbuf = np.empty(a2 * C * tcmax, x.dtype)
-    ybuf = np.empty(a2 * _LDY, x.dtype)
-    for g0 in range(0, nrows, rows):
-        g1 = min(nrows, g0 + rows)
-        tc = (g1 - g0) * tw
-        V = vbuf[:a2 * C * tc].reshape((a2, C, tc))
-        if nt == 1:
+    nchunks = (nrows + rows - 1) // rows
+    if nt == 1:
+        vbuf = np.empty(a2 * C * tcmax, x.dtype)
+        ybuf = np.empty(a2 * _LDY, x.dtype)
+        for g0 in range(0, nrows, rows):
+            g1 = min(nrows, g0 + rows)
+            tc = (g1 - g0) * tw
+            V = vbuf[:a2 * C * tc].reshape((a2, C, tc))
             _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[0], Ts[0], Ps[0], halos[0],
                              I0, C)
             _point_gemms(u, V, ybuf, C, M, tc, I0, a2, zb, True, gemm)
             _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[0], I0, M)
+        return y
+    # One parallel loop serves both schemes (each prange loop is a gufunc that links and
+    # optimizes the transforms and point GEMMs it calls again: four loops cost ~6 s more at
+    # first use).  chunks: one step, thread t runs its run of whole chunks with its own V
+    # and Y; else three steps per chunk: input transform, point GEMMs, output transform.
+    nv = nt if chunks else 1
+    vbufs = np.empty((nv, a2 * C * tcmax), x.dtype)
+    ybufs = np.empty((nv, a2 * _LDY), x.dtype)
+    nsteps = 1 if chunks else 3 * nchunks
+    for step in range(nsteps):
+        phase = 3 if chunks else step % 3
+        g0 = (step // 3) * rows
+        g1 = min(nrows, g0 + rows)
+        tc = (g1 - g0) * tw
+        if phase == 1 and gemm != GEMM_CK:     # BLAS threads itself: called from this thread
+            V = vbufs[0, :a2 * C * tc].reshape((a2, C, tc))
+            _point_gemms(u, V, ybufs[0], C, M, tc, I0, a2, zb, True, gemm)
             continue
         for t in prange(nt):
-            c0, c1 = split_range(C, nt, t, 1)
-            _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[t], Ts[t], Ps[t], halos[t],
-                             c0, c1)
-        if gemm == GEMM_CK:
-            for t in prange(nt):
-                p0, p1 = split_range(a2, nt, t, 1)
-                _point_gemms(u, V, ybuf, C, M, tc, p0, p1, zb, False, gemm)
-        else:       # BLAS threads itself: called from this thread only
-            _point_gemms(u, V, ybuf, C, M, tc, I0, a2, zb, True, gemm)
-        for t in prange(nt):
-            m0, m1 = split_range(M, nt, t, 1)
-            _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[t], m0, m1)
+            if phase == 3:
+                k0, k1 = split_range(nchunks, nt, t, 1)
+                for k in range(k0, k1):
+                    h0 = k * rows
+                    h1 = min(nrows, h0 + rows)
+                    hc = (h1 - h0) * tw
+                    Vt = vbufs[t, :a2 * C * hc].reshape((a2, C, hc))
+                    _input_transform(x, m, pt, pl, th, tw, h0, h1, Vt, xps[t], Ts[t], Ps[t],
+                                     halos[t], I0, C)
+                    _point_gemms(u, Vt, ybufs[t], C, M, hc, I0, a2, zb, False, gemm)
+                    _output_transform(ybufs[t], m, th, tw, h0, h1, y, b, rf, act, obs[t], I0,
+                                      M)
+            elif phase == 0:
+                c0, c1 = split_range(C, nt, t, 1)
+                V0 = vbufs[0, :a2 * C * tc].reshape((a2, C, tc))
+                _input_transform(x, m, pt, pl, th, tw, g0, g1, V0, xps[t], Ts[t], Ps[t],
+                                 halos[t], c0, c1)
+            elif phase == 1:
+                q0, q1 = split_range(a2, nt, t, 1)
+                V1 = vbufs[0, :a2 * C * tc].reshape((a2, C, tc))
+                _point_gemms(u, V1, ybufs[0], C, M, tc, q0, q1, zb, False, gemm)
+            else:
+                m0, m1 = split_range(M, nt, t, 1)
+                _output_transform(ybufs[0], m, th, tw, g0, g1, y, b, rf, act, obs[t], m0, m1)
     return y
