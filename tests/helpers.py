@@ -172,3 +172,26 @@ def numba_threads(n):
         yield
     finally:
         numba.set_num_threads(old)
+
+
+def concat_split_model(blocks=12, dims=(1, 2, 6, 6)):
+    """blocks x (MaxPool -> Concat with x -> Split in two -> Relu(Add)) -> Flatten: library calls,
+    data movement and fused kernels, too long for one njit entry (test_driver_calls,
+    test_plan)."""
+    nodes, prev = [], "x"
+    for i in range(blocks):
+        nodes += [helper.make_node("MaxPool", [prev], [f"p{i}"], kernel_shape=[3, 3],
+                                   pads=[1, 1, 1, 1]),
+                  helper.make_node("Concat", [f"p{i}", "x"], [f"c{i}"], axis=1),
+                  helper.make_node("Split", [f"c{i}", "sizes"], [f"a{i}", f"b{i}"], axis=1),
+                  helper.make_node("Add", [f"a{i}", f"b{i}"], [f"s{i}"]),
+                  helper.make_node("Relu", [f"s{i}"], [f"r{i}"])]
+        prev = f"r{i}"
+    nodes.append(helper.make_node("Flatten", [prev], ["y"]))
+    sizes = numpy_helper.from_array(np.array([dims[1], dims[1]], np.int64), "sizes")
+    graph = helper.make_graph(
+        nodes, "concat_split", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [sizes])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    return model

@@ -3,10 +3,11 @@ driver calls and which an njit segment holds, what each call reads and makes, an
 renders it as it is (the rendered driver runs and matches the reference)."""
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxjit.backend as backend
+from helpers import concat_split_model
 from onnxjit.emit import Emitter
 from onnxjit.pipeline import generate
 from onnxjit.plan import MAX_SEGMENT_STATEMENTS, schedule, statement_lines
@@ -20,23 +21,6 @@ def make_model(nodes, inputs, outputs, initializers=()):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     model.ir_version = 10
     return model
-
-
-def concat_split_model(blocks=12, dims=(1, 2, 6, 6)):
-    """blocks x (MaxPool -> Concat with x -> Split in two -> Relu(Add)) -> Flatten: library calls,
-    data movement and fused kernels (as tests/test_driver_calls.py)."""
-    nodes, prev = [], "x"
-    for i in range(blocks):
-        nodes += [helper.make_node("MaxPool", [prev], [f"p{i}"], kernel_shape=[3, 3],
-                                   pads=[1, 1, 1, 1]),
-                  helper.make_node("Concat", [f"p{i}", "x"], [f"c{i}"], axis=1),
-                  helper.make_node("Split", [f"c{i}", "sizes"], [f"a{i}", f"b{i}"], axis=1),
-                  helper.make_node("Add", [f"a{i}", f"b{i}"], [f"s{i}"]),
-                  helper.make_node("Relu", [f"s{i}"], [f"r{i}"])]
-        prev = f"r{i}"
-    nodes.append(helper.make_node("Flatten", [prev], ["y"]))
-    sizes = numpy_helper.from_array(np.array([dims[1], dims[1]], np.int64), "sizes")
-    return make_model(nodes, [("x", dims)], ["y"], [sizes])
 
 
 def two_chains(n=30):
