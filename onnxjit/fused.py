@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import scalar_expr
 from .ir import NARROW_FLOATS
 from .source import LineBuffer, dtype_src, fill, scalar_lit, template
 
@@ -122,7 +123,7 @@ def write_body(buf, kernel, params, views, idx, outs):
         name = f"v{n}"
         cast = (f"__k_scalar.{NARROW_FLOATS[out.dtype]}" if out.dtype in NARROW_FLOATS
                 else dtype_src(out.dtype))
-        buf.line(f"{name} = {cast}({step.expr.format(*args)})")
+        buf.line(f"{name} = {cast}({scalar_expr.render(step.expr, args)})")
         scalars[id(out)] = name
         if id(out) in outs:
             buf.line(f"{outs[id(out)]}[{', '.join(idx)}] = {name}")

@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from . import registry, steps, validate
+from . import registry, scalar_expr, steps, validate
 from .errors import DataDependent, LoweringError, ModelError, NeedsInputValue, UnsupportedOpError
 from .ir import BIT_OPS, BIT_TYPES, COMPILABLE_DTYPES, Value, attributes, const_value, initializers
-from .source import dtype_src, lit, scalar_lit
 from .target import host
 
 # The graph inputs a lowering may specialize on the contents of (None: any small one); the
@@ -27,13 +26,13 @@ NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike",
 class Step:
     """One unit of generated code: an elementwise expression or a call producing arrays.
 
-    kind "ew": `expr` is a scalar expression over `{0}`, `{1}`... (the inputs' elements);
-    `modules` the library modules it calls (`__k_scalar.erf_f32`).
+    kind "ew": `expr` is a scalar expression tree (onnxjit.scalar_expr) over operands 0, 1...
+    (the inputs' elements); `modules` the library modules it calls (`__k_scalar.erf_f32`).
     kind "call": `op` says what it runs (steps.LibraryCall, Movement or ArrayExpr) over the
-    input slots 0, 1... (`inputs`), yielding `outs`; `expr` is "".
+    input slots 0, 1... (`inputs`), yielding `outs`; `expr` is None.
     """
     kind: str
-    expr: str
+    expr: object
     inputs: list
     outs: list
     nodes: list = field(default_factory=list)   # [(node name, op_type)]
@@ -110,9 +109,8 @@ def broadcast_shapes(*shapes):
 class LoweringContext:
     """What a lowering sees: the node, the opset, and ways to produce Values."""
 
-    lit = staticmethod(lit)
-    scalar = staticmethod(scalar_lit)
-    dtype_src = staticmethod(dtype_src)
+    lit = staticmethod(scalar_expr.lit)
+    scalar = staticmethod(scalar_expr.scalar)
 
     def __init__(self, program, node, opset, model_opsets, env=None):
         self.program = program
@@ -152,12 +150,21 @@ class LoweringContext:
         return const_value(np.asarray(array))
 
     def elementwise(self, expr, *inputs, dtype):
-        """An elementwise Value: `expr` over the inputs' elements, broadcast like numpy."""
+        """An elementwise Value: the scalar expression `expr` (an onnxjit.scalar_expr tree,
+        e.g. `S.lib("scalar", "maximum", *S.operands(2))`) over the inputs' elements, operand
+        i reading `inputs[i]`, broadcast like numpy."""
+        if not isinstance(expr, scalar_expr.Scalar):
+            raise TypeError(f"ctx.elementwise takes a scalar_expr tree, not "
+                            f"{type(expr).__name__}: lowerings hand over structured steps, "
+                            "never source text")
+        if scalar_expr.operand_count(expr) > len(inputs):
+            raise ValueError(f"the expression reads operand {scalar_expr.operand_count(expr) - 1}"
+                             f" of {len(inputs)} inputs")
         shape = broadcast_shapes(*(v.shape for v in inputs))
         out = Value(shape, np.dtype(dtype), name=self._out_name(0))
         self._check_dtype(out.dtype, *inputs)
         out.producer = Step("ew", expr, list(inputs), [out], [self.label],
-                            modules=steps.fragment_modules(expr, len(inputs)))
+                            modules=scalar_expr.modules(expr))
         self.program.steps.append(out.producer)
         return out
 
@@ -209,7 +216,7 @@ class LoweringContext:
         values = [Value(tuple(int(d) for d in s), np.dtype(t), name=self._out_name(i))
                   for i, (s, t) in enumerate(outs)]
         self._check_dtype(None, *inputs, *values)
-        step = Step("call", "", list(inputs), values, [self.label], dict(meta or {}), op)
+        step = Step("call", None, list(inputs), values, [self.label], dict(meta or {}), op)
         step.meta["view"] = view
         for v in values:
             v.producer = step

@@ -28,8 +28,12 @@ from the tree (`op_of`):
   constructors), rendered as written inside compiled code.
 
 Each renders itself (`render(names)`, the inputs' variables) and says which library modules it
-calls (`modules`) and how many kernel calls it makes (`library_calls`), all from the tree:
-nothing after lowering reads source text back.
+calls (`modules`) and how many kernel calls it makes (`library_calls`), all from the tree.
+
+An elementwise step (kind "ew") is a tree too, of scalars: onnxjit/scalar_expr.py's nodes over
+the step's operands, with the same `Param` and `Src` leaves; the fused kernels render it
+(`scalar_expr.render`) and its library modules come from it (`scalar_expr.modules`). Nothing
+after lowering reads source text back.
 """
 from __future__ import annotations
 
@@ -522,19 +526,3 @@ def _numeric(value):
     # a NaN or infinity is written `__np.nan` / `__np.inf`: compiled code holds it
     return value is None or type(value) is int or type(value) is float and math.isfinite(value)
 
-
-# -- elementwise steps ---------------------------------------------------------------------------
-def fragment_modules(text, n_inputs):
-    """The library modules a scalar (elementwise) fragment over `{i}` slots calls.
-
-    Note (issue #16): elementwise steps are still scalar source fragments a lowering writes
-    (`ctx.elementwise`), and this reads their kernel modules from that text once, when the
-    lowering hands it over. Array steps no longer do (`op_of` reads the tree); a structured
-    scalar expression would retire this too."""
-    try:
-        tree = ast.parse(text.format(*(f"SLOT_{i}" for i in range(n_inputs))), mode="eval")
-    except SyntaxError:
-        return set()
-    return {n.value.id[4:] for n in ast.walk(tree)
-            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-            and n.value.id.startswith("__k_")}

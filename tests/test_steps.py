@@ -1,19 +1,24 @@
-"""Steps are data: lowerings build expression trees (onnxjit/steps.py), classified, rendered and
-parametrized from the tree; no lowering hands over source text for an array step."""
+"""Steps are data: lowerings build expression trees (onnxjit/steps.py for array steps,
+onnxjit/scalar_expr.py for elementwise ones), classified, rendered and parametrized from the
+tree; no lowering hands over source text."""
 import ast
+import operator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from onnx import helper
 
+from onnxjit import fused, plan
+from onnxjit import scalar_expr as S
 from onnxjit import steps as E
 from onnxjit.ir import Value
 from onnxjit.specialize import LoweringContext, Program
 from onnxjit.steps import ArrayExpr, LibraryCall, Movement, Param
 
-OPS = Path(__file__).resolve().parent.parent / "onnxjit" / "ops"
-STEPS = Path(__file__).resolve().parent.parent / "onnxjit" / "steps.py"
+PACKAGE = Path(__file__).resolve().parent.parent / "onnxjit"
+OPS = PACKAGE / "ops"
+LOWERINGS = sorted(OPS.glob("*.py")) + sorted((PACKAGE / "cuda").glob("*.py"))
 
 
 def op(expr):
@@ -150,30 +155,188 @@ def test_ctx_call_reads_the_values_of_the_expression():
         ctx.call(E.reshape(x, (6,)), w, shape=(6,), dtype=np.float32)
 
 
+def _is_text(node):
+    """A str literal, an f-string, or an operator over one (`"..." % x`, `"a" + b`)."""
+    if isinstance(node, ast.BinOp):
+        return _is_text(node.left) or _is_text(node.right)
+    return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant)
+                                               and isinstance(node.value, str))
+
+
 def _text_calls(tree):
-    """ctx.call / ctx.call_multi calls whose expression is source text."""
+    """ctx.call / ctx.call_multi / ctx.elementwise calls whose expression is source text."""
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("call", "call_multi") and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == "ctx" and node.args):
-            first = node.args[0]
-            if (isinstance(first, (ast.JoinedStr, ast.BinOp)) or isinstance(first, ast.Constant)
-                    and isinstance(first.value, str)):
-                yield node.lineno
+                and node.func.attr in ("call", "call_multi", "elementwise")
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "ctx"
+                and node.args and _is_text(node.args[0])):
+            yield node.lineno
 
 
 def test_no_lowering_hands_over_source_text():
-    found = [f"{path.name}:{line}" for path in sorted(OPS.glob("*.py"))
+    found = [f"{path.name}:{line}" for path in LOWERINGS
              for line in _text_calls(ast.parse(path.read_text()))]
     assert found == []
     # ... and the scan would see one
-    assert list(_text_calls(ast.parse('ctx.call(f"{{0}}.reshape({s})", x, shape=s, dtype=d)')))
+    for text in ('ctx.call(f"{{0}}.reshape({s})", x, shape=s, dtype=d)',
+                 'ctx.elementwise("({0} + {1})", a, b, dtype=d)',
+                 'ctx.elementwise(f"__k_scalar.{f}({{0}})", a, dtype=d)',
+                 'ctx.elementwise("(%s * {0})" % c, a, dtype=d)'):
+        assert list(_text_calls(ast.parse(text))), text
+    # a tree built with operators is no text
+    assert not list(_text_calls(ast.parse('ctx.elementwise(S.np("exp", x) * k, a, dtype=d)')))
 
 
-def test_steps_read_no_text_for_array_steps():
-    """steps.py parses text only in fragment_modules (elementwise scalar fragments)."""
-    tree = ast.parse(STEPS.read_text())
-    parsing = {f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
-               for n in ast.walk(f) if isinstance(n, ast.Attribute)
-               and n.attr in ("parse", "literal_eval", "get_source_segment")}
-    assert parsing == {"fragment_modules"}
+def test_steps_read_no_text():
+    """steps.py and scalar_expr.py parse no source text: both read their trees."""
+    for path in (PACKAGE / "steps.py", PACKAGE / "scalar_expr.py"):
+        tree = ast.parse(path.read_text())
+        parsing = {f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+                   for n in ast.walk(f) if isinstance(n, ast.Attribute)
+                   and n.attr in ("parse", "literal_eval", "get_source_segment", "format")}
+        assert parsing == set(), path.name
+
+
+# -- elementwise steps: scalar expression trees ---------------------------------------------------
+X, Y, Z = S.operands(3)
+F0 = S.scalar(0, np.float32)
+
+
+@pytest.mark.parametrize("expr,text", [
+    (S.paren(S.cond(S.not_(S.lt(X, F0)), X, F0)),
+     "(t0 if not t0 < __np.float32(0.0) else __np.float32(0.0))"),
+    (S.lib("scalar", "maximum", S.lib("scalar", "minimum", S.scalar(0.25, np.float32) * X + 0.5,
+                                      1.0), F0),
+     "__k_scalar.maximum(__k_scalar.minimum(__np.float32(0.25) * t0 + 0.5, 1.0), __np.float32(0.0))"),
+    ((X + Y) * Z, "(t0 + t1) * t2"),
+    (X - (Y - Z), "t0 - (t1 - t2)"),
+    (X - Y - Z, "t0 - t1 - t2"),
+    (X / (Y * Z), "t0 / (t1 * t2)"),
+    (-X * Y / (Z * Z), "-t0 * t1 / (t2 * t2)"),
+    (-(X + Y), "-(t0 + t1)"),
+    (-(X ** Y), "-t0 ** t1"),
+    ((-X) ** Y, "(-t0) ** t1"),
+    (X ** (Y ** Z), "t0 ** t1 ** t2"),
+    ((X ** Y) ** Z, "(t0 ** t1) ** t2"),
+    (X ** -Y, "t0 ** -t1"),
+    (S.lit(-0.5) ** X, "(-0.5) ** t0"),                # a negative number is no atom
+    (S.lit(0.5) ** X, "0.5 ** t0"),
+    ((X & Y) | (Z ^ X), "t0 & t1 | t2 ^ t0"),
+    (X & (Y | Z), "t0 & (t1 | t2)"),
+    (S.paren(~X), "(~t0)"),
+    (S.lt(S.lt(X, Y), Z), "(t0 < t1) < t2"),          # never a chained comparison
+    (S.or_(S.and_(X, Y), S.not_(Z)), "t0 and t1 or not t2"),
+    (S.and_(S.or_(X, Y), Z), "(t0 or t1) and t2"),
+    (S.not_(S.and_(X, Y)), "not (t0 and t1)"),
+    (S.cond(X, S.cond(Y, X, Z), S.cond(Z, X, Y)), "(t0 if t1 else t2) if t0 else t0 if t2 else t1"),
+    (S.cond(X, Y, S.paren(S.cond(Z, X, Y))), "t1 if t0 else (t0 if t2 else t1)"),
+    (S.cond(X, Y, Z) * 2, "(t1 if t0 else t2) * 2"),
+    (S.builtin("min", S.builtin("max", S.np("rint", X), -128.0), 127.0),
+     "min(max(__np.rint(t0), -128.0), 127.0)"),
+    ((X * S.scalar(4, np.float32)) ** S.scalar(0.5, np.float32),
+     "(t0 * __np.float32(4.0)) ** __np.float32(0.5)"),
+    (S.convert(np.int64, X), "__np.int64(t0)"),
+    (S.lit(False), "False"),
+    (Y, "t1"),
+])
+def test_scalar_rendering(expr, text):
+    assert S.render(expr, ["t0", "t1", "t2"]) == text
+
+
+def _evaluate(e, env):
+    """The value of a scalar tree of operators over numbers, computed from the tree itself."""
+    ops = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+           "**": operator.pow, "<": operator.lt, ">": operator.gt, "==": operator.eq,
+           "&": operator.and_, "|": operator.or_, "^": operator.xor}
+    if isinstance(e, S.Operand):
+        return env[e.index]
+    if isinstance(e, S.Const):
+        return e.leaf.value
+    if isinstance(e, S.Paren):
+        return _evaluate(e.inner, env)
+    if isinstance(e, S.Unary):
+        v = _evaluate(e.operand, env)
+        return {"-": operator.neg, "~": operator.invert, "not": operator.not_}[e.op](v)
+    if isinstance(e, S.Cond):
+        return _evaluate(e.then if _evaluate(e.test, env) else e.orelse, env)
+    left, right = _evaluate(e.left, env), _evaluate(e.right, env)
+    if e.op in ("and", "or"):
+        return (left and right) if e.op == "and" else (left or right)
+    return ops[e.op](left, right)
+
+
+@pytest.mark.parametrize("expr", [
+    (X - Y) - (Z - X) * (Y + Z), X - (Y - (Z - X)), -(X - Y) ** 2, (-X) ** 2 - -Y ** 2,
+    S.lit(-2) ** Y, 2 ** -(Y - X), X ** Y ** S.lit(2), (X ** Y) ** 2,
+    S.cond(S.gt(X, Y), X - Y, S.cond(S.lt(X, Z), Z, X) * 3),
+    S.cond(S.cond(S.lt(X, Y), S.gt(X, Z), S.lt(Y, Z)), -X, ~Y) + 1,
+    S.or_(S.and_(S.lt(X, Y), S.gt(Y, Z)), S.not_(S.lt(X, Z))),
+    S.and_(S.or_(S.lt(X, Y), S.gt(Y, Z)), S.not_(S.or_(S.lt(X, Z), S.gt(Z, Y)))),
+    S.lt(S.gt(X, Y), S.lt(Y, Z)), (X & Y) ^ (Z | X) & ~Y, X & (Y ^ Z) | Z,
+    X * (Y / (Z + 7)) - X / Y / (Z + 7) + X / (Y / (Z + 7)),
+])
+@pytest.mark.parametrize("env", [(3, 5, -2), (-4, 2, 6), (1, 1, 1)])
+def test_scalar_rendering_keeps_the_tree_s_meaning(expr, env):
+    """Python reads the rendered source as the tree says (precedence and associativity)."""
+    text = S.render(expr, [f"({v})" for v in env])
+    assert eval(text, {}, {}) == _evaluate(expr, env), text    # noqa: S307 (numbers only)
+
+
+def test_scalar_modules_come_from_the_tree():
+    q = S.lib("narrow", "low_bits", S.convert(np.int64, S.lib(
+        "quantize", "saturate", X / Y, 0, -8.0, 7.0)), 15)
+    assert S.render(q, ["x", "s"]) == \
+        "__k_narrow.low_bits(__np.int64(__k_quantize.saturate(x / s, 0, -8.0, 7.0)), 15)"
+    assert S.modules(q) == {"narrow", "quantize"}
+    assert S.modules(S.math("erf", X) + S.np("exp", X) + S.builtin("abs", X)) == set()
+    assert S.modules(S.paren(S.cond(X, S.lib("scalar", "erf_f32", Y), -Z))) == {"scalar"}
+    assert S.operand_count(S.paren(X * Z)) == 3 and S.operand_count(S.lit(1)) == 0
+
+
+@pytest.mark.parametrize("build,error", [
+    (lambda: S.node("{0}"), TypeError),                       # text
+    (lambda: S.lib("scalar", "maximum", X, "__os.system('x')"), TypeError),
+    (lambda: X + "1", TypeError),
+    (lambda: S.lit(np.zeros(2)), TypeError),                   # not a number
+    (lambda: S.node(Value((2,), np.dtype(np.float32))), TypeError),   # a Value: use an operand
+    (lambda: S.builtin("eval", X), ValueError),
+    (lambda: S.lib("scalar", "f(x); g", X), ValueError),      # not an identifier
+    (lambda: S.lib("a.b", "f", X), ValueError),
+    (lambda: X == Y, TypeError),                               # comparisons are S.eq ...
+    (lambda: S.cond(X, Y, Z) if X else None, TypeError),       # ... and have no truth value
+    (lambda: X < Y, TypeError),
+])
+def test_scalar_trees_refuse_text_and_mistakes(build, error):
+    with pytest.raises(error):
+        build()
+
+
+def test_ctx_elementwise_takes_a_tree():
+    ctx = context()
+    x, y = (Value((2, 3), np.dtype(np.float32), name=n) for n in "xy")
+    out = ctx.elementwise(S.paren(S.lib("scalar", "erf_f32", X) * Y), x, y, dtype=np.float32)
+    step = out.producer
+    assert step.kind == "ew" and step.inputs == [x, y] and step.modules == {"scalar"}
+    assert S.render(step.expr, ["a", "b"]) == "(__k_scalar.erf_f32(a) * b)"
+    with pytest.raises(TypeError, match="structured"):
+        ctx.elementwise("({0} + {1})", x, y, dtype=np.float32)
+    with pytest.raises(ValueError, match="operand 2"):
+        ctx.elementwise(X + Z, x, y, dtype=np.float32)
+
+
+def test_fused_kernel_renders_the_trees():
+    """Each step of a fused group is one line rendered from its tree, over the loop's elements
+    and the variables of earlier steps."""
+    ctx = context()
+    x, y = (Value((2, 3), np.dtype(np.float32), name=n) for n in "xy")
+    s = ctx.elementwise(S.paren(X + Y), x, y, dtype=np.float32)
+    out = ctx.elementwise(S.lib("scalar", "maximum", X, S.scalar(0, np.float32)), s,
+                          dtype=np.float64)
+    ctx.program.inputs, ctx.program.outputs = [x, y], [out]
+    (kernel,) = plan.plan(ctx.program)
+    text = fused.function_text(kernel, "f")
+    assert "v0 = __np.float32((a0_[i0] + a1_[i0]))" in text
+    assert "v1 = __np.float64(__k_scalar.maximum(v0, __np.float32(0.0)))" in text
+    imports = [line for line in fused.fused_kernel(kernel, "0" * 16).file_text.splitlines()
+               if line.startswith("from onnxjit.kernels import")]
+    assert imports == ["from onnxjit.kernels import scalar as __k_scalar"]

@@ -11,16 +11,17 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxjit
-from onnxjit import target
+from onnxjit import scalar_expr, target
 from onnxjit.kernels import simd
 
 
 
 def _source(step):
-    """The source a call step renders to (its inputs named a0, a1, ...)."""
-    if step.op is None:     # an elementwise step
-        return step.expr
-    return step.op.render([f"a{i}" for i in range(len(step.inputs))])
+    """The source a step renders to (its inputs named a0, a1, ...)."""
+    names = [f"a{i}" for i in range(len(step.inputs))]
+    if step.op is None:     # an elementwise step: a scalar expression tree
+        return scalar_expr.render(step.expr, names)
+    return step.op.render(names)
 
 def test_host_target_follows_what_numba_compiles_for():
     """onnxjit's target is the ISA of the features Numba hands LLVM (NUMBA_CPU_FEATURES, '' for

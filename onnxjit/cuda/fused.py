@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from .. import compile as _compile
+from .. import scalar_expr
 from ..fused import collapse, comment_text
 from ..ir import NARROW_FLOATS
 from ..source import LineBuffer, dtype_src, scalar_lit, template
@@ -89,7 +90,7 @@ def _body(buf, kernel, views, dims):
                 for v in step.inputs]
         cast = (f"__k_scalar.{NARROW_FLOATS[out.dtype]}" if out.dtype in NARROW_FLOATS
                 else dtype_src(out.dtype))
-        buf.line(f"v{n} = {cast}({step.expr.format(*args)})")
+        buf.line(f"v{n} = {cast}({scalar_expr.render(step.expr, args)})")
         scalars[id(out)] = f"v{n}"
         if id(out) in outs:
             buf.line(f"{outs[id(out)]}[i] = v{n}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.movement import const_ints, even_split, norm_axis, pad_map, prod, reshape_target
+from .. import scalar_expr as S
 from ..steps import OPAQUE
 
 _RULES: dict[str, list] = {}
@@ -274,7 +275,7 @@ def Gather(ctx, data, indices, axis=0):
             ctx.fail(f"index out of range: indices must lie in [{-n}, {n})")
     shape = data.shape[:axis] + indices.shape + data.shape[axis + 1:]
     if indices.dtype != np.int64:
-        indices = ctx.elementwise("{0}", indices, dtype=np.int64)
+        indices = ctx.elementwise(S.operand(0), indices, dtype=np.int64)
     return one(ctx, "gather", data, indices, shape=shape, dtype=data.dtype, axis_len=n,
                inner=prod(data.shape[axis + 1:]))
 

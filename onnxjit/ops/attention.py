@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import NARROW_FLOATS
+from .. import scalar_expr as S
 from .. import steps as E
 from ..registry import register
 
@@ -41,7 +42,7 @@ def _mask4(ctx, mask, dtype):
         ctx.fail(f"attn_mask of rank {mask.rank} is not supported")
     if mask.dtype == np.bool_:
         zero, ninf = ctx.scalar(0.0, dtype), ctx.scalar(-np.inf, dtype)
-        mask = ctx.elementwise(f"({zero} if {{0}} else {ninf})", mask, dtype=dtype)
+        mask = ctx.elementwise(S.paren(S.cond(S.operand(0), zero, ninf)), mask, dtype=dtype)
     else:
         _floats(ctx, mask)
     shape = (1,) * (4 - mask.rank) + tuple(mask.shape)
@@ -161,5 +162,6 @@ def SwiGLU(ctx, a, b, alpha=1.0):
     if a.shape != b.shape or a.dtype != b.dtype:
         ctx.fail(f"A {a.shape} {a.dtype} and B {b.shape} {b.dtype} must match")
     one, al = ctx.scalar(1.0, a.dtype), ctx.scalar(alpha, a.dtype)
-    expr = f"({{0}} * ({one} / ({one} + __np.exp(-{al} * {{0}}))) * {{1}})"
+    x, y = S.operands(2)
+    expr = S.paren(x * (one / (one + S.np("exp", -al * x))) * y)
     return ctx.elementwise(expr, a, b, dtype=a.dtype)

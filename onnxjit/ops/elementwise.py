@@ -1,15 +1,21 @@
-"""Elementwise ops: each lowers to a scalar expression that the planner fuses into loop nests.
+"""Elementwise ops: each lowers to a scalar expression tree (onnxjit/scalar_expr.py) that the
+planner fuses into loop nests.
 
-Expressions are written with `{0}`, `{1}` ... for the inputs' elements and `{name}` for typed
-constants (see `_ew`): a bare Python float literal would promote float32 math to float64 in Numba.
-Each step's result is cast to its dtype by the emitter, so integer wrap-around matches numpy.
+Most are built by a function of the inputs' operands and `k`, the typed constants of `_ew`
+(`k.zero`, `k.one`, `k.half` and the op's own): a bare Python float literal would promote
+float32 math to float64 in Numba. Each step's result is cast to its dtype by the emitter, so
+integer wrap-around matches numpy.
 """
 from __future__ import annotations
+
+import functools
+from types import SimpleNamespace
 
 import numpy as np
 from onnx import TensorProto
 
 from ..ir import BIT_TYPES, COMPILABLE_DTYPES, NARROW_FLOATS, tensor_dtype
+from .. import scalar_expr as S
 from .. import steps as E
 from ..registry import register
 
@@ -21,13 +27,22 @@ def f32(x):
     return float(np.float32(x))
 
 
-def _ew(ctx, expr, *inputs, dtype, ctype=None, **consts):
-    """ctx.elementwise of `expr` with `{name}` replaced by `consts[name]` typed as `ctype`."""
+def _ew(ctx, build, *inputs, dtype, ctype=None, **consts):
+    """ctx.elementwise of `build(operands..., k)`: the inputs' operands, then `k` holding the
+    typed constants zero, one, half and `consts` as scalars of `ctype` (default: dtype)."""
     ctype = np.dtype(ctype or dtype)
     typed = {"zero": 0, "one": 1, "half": 0.5, **consts}
-    typed = {k: ctx.scalar(v, ctype) for k, v in typed.items()}
-    slots = [f"{{{i}}}" for i in range(len(inputs))]
-    return ctx.elementwise(expr.format(*slots, **typed), *inputs, dtype=dtype)
+    k = SimpleNamespace(**{name: S.scalar(v, ctype) for name, v in typed.items()})
+    return ctx.elementwise(build(*S.operands(len(inputs)), k), *inputs, dtype=dtype)
+
+
+def _np(function):
+    """The builder of `__np.<function>(x)`."""
+    return lambda x, k: S.np(function, x)
+
+
+P = S.paren
+MAXIMUM, MINIMUM = (functools.partial(S.lib, "scalar", f) for f in ("maximum", "minimum"))
 
 
 def _wide(dtype):
@@ -35,29 +50,30 @@ def _wide(dtype):
     return np.dtype(np.uint64 if np.dtype(dtype).kind == "u" else np.int64)
 
 
-# ---- unary ops: op -> (expression, first opset) ---------------------------------------------
+# ---- unary ops: op -> (builder of the expression, first opset) --------------------------------
 UNARY = {
-    "Neg": ("(-{0})", 1), "Abs": ("abs({0})", 1),
-    "Relu": ("({0} if not {0} < {zero} else {zero})", 1),
-    "Sqrt": ("__np.sqrt({0})", 1), "Exp": ("__np.exp({0})", 1), "Log": ("__np.log({0})", 1),
-    "Reciprocal": ("({one} / {0})", 1),
-    "Floor": ("__np.floor({0})", 1), "Ceil": ("__np.ceil({0})", 1),
-    "Round": ("__np.rint({0})", 11),  # rint rounds halves to even, as ONNX Round
-    "Tanh": ("__np.tanh({0})", 1),
-    "Sin": ("__np.sin({0})", 7), "Cos": ("__np.cos({0})", 7), "Tan": ("__np.tan({0})", 7),
-    "Asin": ("__np.arcsin({0})", 7), "Acos": ("__np.arccos({0})", 7),
-    "Atan": ("__np.arctan({0})", 7), "Sinh": ("__np.sinh({0})", 9),
-    "Cosh": ("__np.cosh({0})", 9), "Asinh": ("__np.arcsinh({0})", 9),
-    "Acosh": ("__np.arccosh({0})", 9), "Atanh": ("__np.arctanh({0})", 9),
+    "Neg": (lambda x, k: P(-x), 1), "Abs": (lambda x, k: S.builtin("abs", x), 1),
+    "Relu": (lambda x, k: P(S.cond(S.not_(S.lt(x, k.zero)), x, k.zero)), 1),
+    "Sqrt": (_np("sqrt"), 1), "Exp": (_np("exp"), 1), "Log": (_np("log"), 1),
+    "Reciprocal": (lambda x, k: P(k.one / x), 1),
+    "Floor": (_np("floor"), 1), "Ceil": (_np("ceil"), 1),
+    "Round": (_np("rint"), 11),  # rint rounds halves to even, as ONNX Round
+    "Tanh": (_np("tanh"), 1),
+    "Sin": (_np("sin"), 7), "Cos": (_np("cos"), 7), "Tan": (_np("tan"), 7),
+    "Asin": (_np("arcsin"), 7), "Acos": (_np("arccos"), 7),
+    "Atan": (_np("arctan"), 7), "Sinh": (_np("sinh"), 9),
+    "Cosh": (_np("cosh"), 9), "Asinh": (_np("arcsinh"), 9),
+    "Acosh": (_np("arccosh"), 9), "Atanh": (_np("arctanh"), 9),
     # Stable forms: no overflow of exp for large |x|; NaN falls through to the else branch.
-    "Sigmoid": ("({one} / ({one} + __np.exp(-{0})) if {0} >= {zero} "
-                "else __np.exp({0}) / ({one} + __np.exp({0})))", 1),
-    "Softplus": ("({0} + __np.log1p(__np.exp(-{0})) if {0} > {zero} "
-                 "else __np.log1p(__np.exp({0})))", 1),
-    "Softsign": ("({0} / ({one} + abs({0})))", 1),
-    "Mish": ("({0} * __np.tanh({0} + __np.log1p(__np.exp(-{0}))) if {0} > {zero} "
-             "else {0} * __np.tanh(__np.log1p(__np.exp({0}))))", 18),
-    "BitwiseNot": ("(~{0})", 18),
+    "Sigmoid": (lambda x, k: P(S.cond(S.ge(x, k.zero), k.one / (k.one + S.np("exp", -x)),
+                                      S.np("exp", x) / (k.one + S.np("exp", x)))), 1),
+    "Softplus": (lambda x, k: P(S.cond(S.gt(x, k.zero), x + S.np("log1p", S.np("exp", -x)),
+                                       S.np("log1p", S.np("exp", x)))), 1),
+    "Softsign": (lambda x, k: P(x / (k.one + S.builtin("abs", x))), 1),
+    "Mish": (lambda x, k: P(S.cond(S.gt(x, k.zero),
+                                   x * S.np("tanh", x + S.np("log1p", S.np("exp", -x))),
+                                   x * S.np("tanh", S.np("log1p", S.np("exp", x))))), 18),
+    "BitwiseNot": (lambda x, k: P(~x), 18),
 }
 # Ops whose opset-1 form had the (ignored) `consumed_inputs` attribute.
 LEGACY_CONSUMED = {"Neg", "Abs", "Relu", "Sqrt", "Exp", "Log", "Reciprocal", "Floor", "Ceil",
@@ -65,7 +81,7 @@ LEGACY_CONSUMED = {"Neg", "Abs", "Relu", "Sqrt", "Exp", "Log", "Reciprocal", "Fl
 
 
 # float32 forms that vectorize inside fused loops (no libm call, no branch; kernels/scalar.py)
-UNARY_F32 = {"Sigmoid": "__k_scalar.sigmoid_f32({0})"}
+UNARY_F32 = {"Sigmoid": lambda x, k: S.lib("scalar", "sigmoid_f32", x)}
 
 
 def _unary(op_type, expr, since):
@@ -87,103 +103,114 @@ for _op, (_expr, _since) in UNARY.items():
 @register("Sign", 9)
 def Sign(ctx, x):
     # Numba's np.sign mishandles unsigned integers (it returns 255 for uint8 255).
-    expr = "({0} != {zero})" if x.dtype.kind == "u" else "__np.sign({0})"
+    expr = (lambda v, k: P(S.ne(v, k.zero))) if x.dtype.kind == "u" else _np("sign")
     return _ew(ctx, expr, x, dtype=x.dtype)
 
 
 @register("Not", 1)
 def Not(ctx, x):
-    return ctx.elementwise("(not {0})", x, dtype=BOOL)
+    return ctx.elementwise(P(S.not_(S.operand(0))), x, dtype=BOOL)
 
 
 @register("IsNaN", 9)
 def IsNaN(ctx, x):
-    return ctx.elementwise("({0} != {0})", x, dtype=BOOL)
+    v = S.operand(0)
+    return ctx.elementwise(P(S.ne(v, v)), x, dtype=BOOL)
 
 
 @register("IsInf", 10)
 def IsInf(ctx, x, detect_negative=1, detect_positive=1):
-    tests = (["({0} == {inf})"] if detect_positive else []) + \
-            (["({0} == -{inf})"] if detect_negative else [])
-    return _ew(ctx, " or ".join(tests) or "False", x, dtype=BOOL, ctype=x.dtype, inf=np.inf)
+    def build(v, k):
+        tests = ([P(S.eq(v, k.inf))] if detect_positive else []) + \
+                ([P(S.eq(v, -k.inf))] if detect_negative else [])
+        return functools.reduce(S.or_, tests) if tests else S.lit(False)
+    return _ew(ctx, build, x, dtype=BOOL, ctype=x.dtype, inf=np.inf)
 
 
 # ---- activations with attributes -----------------------------------------------------------
 @register("LeakyRelu", 1)
 def LeakyRelu(ctx, x, alpha=f32(0.01), consumed_inputs=None):
-    return _ew(ctx, "({0} if {0} >= {zero} else {a} * {0})", x, dtype=x.dtype, a=alpha)
+    return _ew(ctx, lambda v, k: P(S.cond(S.ge(v, k.zero), v, k.a * v)), x, dtype=x.dtype,
+               a=alpha)
 
 
 @register("HardSigmoid", 1)
 def HardSigmoid(ctx, x, alpha=f32(0.2), beta=0.5, consumed_inputs=None):
-    return _ew(ctx, "__k_scalar.maximum(__k_scalar.minimum({a} * {0} + {b}, {one}), {zero})",
+    return _ew(ctx, lambda v, k: MAXIMUM(MINIMUM(k.a * v + k.b, k.one), k.zero),
                x, dtype=x.dtype, a=alpha, b=beta)
 
 
 @register("HardSwish", 14)
 def HardSwish(ctx, x):
-    return _ew(ctx, "({0} * __k_scalar.maximum(__k_scalar.minimum({a} * {0} + {half}, {one}), "
-               "{zero}))", x, dtype=x.dtype, a=f32(1 / 6))
+    return _ew(ctx, lambda v, k: P(v * MAXIMUM(MINIMUM(k.a * v + k.half, k.one), k.zero)),
+               x, dtype=x.dtype, a=f32(1 / 6))
 
 
 @register("Elu", 1)
 def Elu(ctx, x, alpha=1.0, consumed_inputs=None):
-    return _ew(ctx, "({0} if {0} > {zero} else {a} * __np.expm1({0}))", x, dtype=x.dtype,
-               a=alpha)
+    return _ew(ctx, lambda v, k: P(S.cond(S.gt(v, k.zero), v, k.a * S.np("expm1", v))), x,
+               dtype=x.dtype, a=alpha)
 
 
 @register("Selu", 1)
 def Selu(ctx, x, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875,
          consumed_inputs=None):
-    return _ew(ctx, "(({0} if {0} > {zero} else {a} * __np.expm1({0})) * {g})", x,
-               dtype=x.dtype, a=alpha, g=gamma)
+    return _ew(ctx, lambda v, k: P(S.cond(S.gt(v, k.zero), v, k.a * S.np("expm1", v)) * k.g),
+               x, dtype=x.dtype, a=alpha, g=gamma)
 
 
 @register("Celu", 12)
 def Celu(ctx, x, alpha=1.0):
-    return _ew(ctx, "(__k_scalar.maximum({zero}, {0}) + "
-               "__k_scalar.minimum({zero}, {a} * __np.expm1({0} / {a})))", x, dtype=x.dtype,
-               a=alpha)
+    return _ew(ctx, lambda v, k: P(MAXIMUM(k.zero, v)
+                                   + MINIMUM(k.zero, k.a * S.np("expm1", v / k.a))),
+               x, dtype=x.dtype, a=alpha)
 
 
 @register("ThresholdedRelu", 10)
 def ThresholdedRelu(ctx, x, alpha=1.0):
-    return _ew(ctx, "({0} if {0} > {a} else {zero})", x, dtype=x.dtype, a=alpha)
+    return _ew(ctx, lambda v, k: P(S.cond(S.gt(v, k.a), v, k.zero)), x, dtype=x.dtype, a=alpha)
 
 
 @register("Gelu", 20)
 def Gelu(ctx, x, approximate="none"):
     if approximate == "tanh":
-        return _ew(ctx, "({half} * {0} * ({one} + __np.tanh({c} * ({0} + {k} * {0} * {0} * {0}))))",
-                   x, dtype=x.dtype, c=np.sqrt(f32(2 / np.pi)), k=f32(0.044715))
+        def tanh_form(v, k):
+            return P(k.half * v * (k.one + S.np("tanh", k.c * (v + k.k3 * v * v * v))))
+        return _ew(ctx, tanh_form, x, dtype=x.dtype, c=np.sqrt(f32(2 / np.pi)),
+                   k3=f32(0.044715))
     if approximate != "none":
         ctx.fail("approximate must be 'none' or 'tanh'")
     erf = _erf_function(x.dtype)
-    return _ew(ctx, f"({{half}} * {{0}} * ({{one}} + {erf}({{0}} * {{r}})))", x, dtype=x.dtype,
+    return _ew(ctx, lambda v, k: P(k.half * v * (k.one + erf(v * k.r))), x, dtype=x.dtype,
                r=1 / np.sqrt(2))
 
 
 def _erf_function(dtype):
     """float32 (and narrower) uses a vectorizable rational approximation (error < 5e-7, like
     ONNX Runtime's); float64 keeps libm's erf."""
-    return "__math.erf" if np.dtype(dtype) == np.float64 else "__k_scalar.erf_f32"
+    if np.dtype(dtype) == np.float64:
+        return functools.partial(S.math, "erf")
+    return functools.partial(S.lib, "scalar", "erf_f32")
 
 
 @register("Erf", 9)
 def Erf(ctx, x):
-    return _ew(ctx, f"{_erf_function(x.dtype)}({{0}})", x, dtype=x.dtype)
+    erf = _erf_function(x.dtype)
+    return _ew(ctx, lambda v, k: erf(v), x, dtype=x.dtype)
 
 
 @register("Swish", 24)
 def Swish(ctx, x, alpha=1.0):
-    return _ew(ctx, "({0} / ({one} + __np.exp(-{a} * {0})))", x, dtype=x.dtype, a=alpha)
+    return _ew(ctx, lambda v, k: P(v / (k.one + S.np("exp", -k.a * v))), x, dtype=x.dtype,
+               a=alpha)
 
 
 @register("Shrink", 9)
 def Shrink(ctx, x, bias=0.0, lambd=0.5):
     # numpy compares and adds integer x with Python floats in float64, then casts back.
     ctype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
-    y = _ew(ctx, "({0} + {b} if {0} < -{l} else ({0} - {b} if {0} > {l} else {zero}))",
+    y = _ew(ctx, lambda v, k: P(S.cond(S.lt(v, -k.l), v + k.b,
+                                      P(S.cond(S.gt(v, k.l), v - k.b, k.zero)))),
             x, dtype=ctype, b=bias, l=lambd)
     return _cast(ctx, y, x.dtype)
 
@@ -191,7 +218,8 @@ def Shrink(ctx, x, bias=0.0, lambd=0.5):
 @register("PRelu", 1)
 def PRelu(ctx, x, slope, consumed_inputs=None):
     slope = _prelu_slope(ctx, x, slope)
-    return _ew(ctx, "({0} if {0} > {zero} else {0} * {1})", x, slope, dtype=x.dtype)
+    return _ew(ctx, lambda v, s, k: P(S.cond(S.gt(v, k.zero), v, v * s)), x, slope,
+               dtype=x.dtype)
 
 
 def _prelu_slope(ctx, x, slope):
@@ -224,7 +252,8 @@ def _legacy_broadcast(ctx, a, b, broadcast, axis):
 
 
 def _binary(op_type, expr, since, out_dtype=None, legacy=False):
-    """Register `expr` over two same-typed inputs; `legacy` adds opset-1 broadcast attributes."""
+    """Register `expr` (a builder: a, b, k) over two same-typed inputs; `legacy` adds opset-1
+    broadcast attributes."""
     if legacy:
         def lower(ctx, a, b, broadcast=0, axis=None, consumed_inputs=None):
             b = _legacy_broadcast(ctx, a, b, broadcast, axis)
@@ -236,17 +265,21 @@ def _binary(op_type, expr, since, out_dtype=None, legacy=False):
     register(op_type, since)(lower)
 
 
-BINARY = {  # op -> (expression, first opset, output dtype (None: the inputs'), legacy attributes)
-    "Add": ("({0} + {1})", 1, None, True), "Sub": ("({0} - {1})", 1, None, True),
-    "Mul": ("({0} * {1})", 1, None, True),
-    "Equal": ("({0} == {1})", 1, BOOL, True), "Less": ("({0} < {1})", 1, BOOL, True),
-    "Greater": ("({0} > {1})", 1, BOOL, True),
-    "LessOrEqual": ("({0} <= {1})", 12, BOOL, False),
-    "GreaterOrEqual": ("({0} >= {1})", 12, BOOL, False),
-    "And": ("({0} and {1})", 1, BOOL, True), "Or": ("({0} or {1})", 1, BOOL, True),
-    "Xor": ("({0} != {1})", 1, BOOL, True),
-    "BitwiseAnd": ("({0} & {1})", 18, None, False), "BitwiseOr": ("({0} | {1})", 18, None, False),
-    "BitwiseXor": ("({0} ^ {1})", 18, None, False),
+BINARY = {  # op -> (builder, first opset, output dtype (None: the inputs'), legacy attributes)
+    "Add": (lambda a, b, k: P(a + b), 1, None, True),
+    "Sub": (lambda a, b, k: P(a - b), 1, None, True),
+    "Mul": (lambda a, b, k: P(a * b), 1, None, True),
+    "Equal": (lambda a, b, k: P(S.eq(a, b)), 1, BOOL, True),
+    "Less": (lambda a, b, k: P(S.lt(a, b)), 1, BOOL, True),
+    "Greater": (lambda a, b, k: P(S.gt(a, b)), 1, BOOL, True),
+    "LessOrEqual": (lambda a, b, k: P(S.le(a, b)), 12, BOOL, False),
+    "GreaterOrEqual": (lambda a, b, k: P(S.ge(a, b)), 12, BOOL, False),
+    "And": (lambda a, b, k: P(S.and_(a, b)), 1, BOOL, True),
+    "Or": (lambda a, b, k: P(S.or_(a, b)), 1, BOOL, True),
+    "Xor": (lambda a, b, k: P(S.ne(a, b)), 1, BOOL, True),
+    "BitwiseAnd": (lambda a, b, k: P(a & b), 18, None, False),
+    "BitwiseOr": (lambda a, b, k: P(a | b), 18, None, False),
+    "BitwiseXor": (lambda a, b, k: P(a ^ b), 18, None, False),
 }
 for _op, (_expr, _since, _out, _legacy) in BINARY.items():
     _binary(_op, _expr, _since, _out, _legacy)
@@ -257,19 +290,26 @@ def Div(ctx, a, b, broadcast=0, axis=None, consumed_inputs=None):
     b = _legacy_broadcast(ctx, a, b, broadcast, axis)
     if a.dtype.kind in "iu":
         helper = "int_div" if a.dtype.kind == "i" else "uint_div"
-        w = ctx.dtype_src(_wide(a.dtype))
-        return ctx.elementwise(f"__k_scalar.{helper}({w}({{0}}), {w}({{1}}))", a, b, dtype=a.dtype)
-    return ctx.elementwise("({0} / {1})", a, b, dtype=a.dtype)
+        return _wide_call(ctx, helper, a, b)
+    u, v = S.operands(2)
+    return ctx.elementwise(P(u / v), a, b, dtype=a.dtype)
+
+
+def _wide_call(ctx, helper, a, b):
+    """__k_scalar.<helper> of a and b, both converted to their 64-bit integer type."""
+    w = _wide(a.dtype)
+    u, v = S.operands(2)
+    return ctx.elementwise(S.lib("scalar", helper, S.convert(w, u), S.convert(w, v)), a, b,
+                           dtype=a.dtype)
 
 
 @register("Mod", 10)
 def Mod(ctx, a, b, fmod=0):
     if a.dtype.kind == "f":
-        return ctx.elementwise(f"__np.{'fmod' if fmod else 'mod'}({{0}}, {{1}})", a, b,
+        return ctx.elementwise(S.np("fmod" if fmod else "mod", *S.operands(2)), a, b,
                                dtype=a.dtype)
     helper = "int_fmod" if fmod and a.dtype.kind == "i" else "int_mod"
-    w = ctx.dtype_src(_wide(a.dtype))
-    return ctx.elementwise(f"__k_scalar.{helper}({w}({{0}}), {w}({{1}}))", a, b, dtype=a.dtype)
+    return _wide_call(ctx, helper, a, b)
 
 
 @register("BitShift", 11)
@@ -281,8 +321,9 @@ def BitShift(ctx, x, y, direction):
     if x.dtype.kind == "i":
         helper = "s" + helper
     w = _wide(x.dtype)
-    return _ew(ctx, f"__k_scalar.{helper}({ctx.dtype_src(w)}({{0}}), {ctx.dtype_src(w)}({{1}}), "
-               "{bits})", x, y, dtype=x.dtype, ctype=w, bits=x.dtype.itemsize * 8)
+    return _ew(ctx, lambda u, v, k: S.lib("scalar", helper, S.convert(w, u), S.convert(w, v),
+                                          k.bits),
+               x, y, dtype=x.dtype, ctype=w, bits=x.dtype.itemsize * 8)
 
 
 @register("Pow", 1)
@@ -290,37 +331,38 @@ def Pow(ctx, x, y, broadcast=0, axis=None):
     """numpy's power in the promoted type of base and exponent, cast to the base's type."""
     y = _legacy_broadcast(ctx, x, y, broadcast, axis)
     ctype = np.result_type(x.dtype, y.dtype)
-    c = ctx.dtype_src(ctype)
-    if ctype.kind in "iu":
-        # Integer power wraps like numpy's; in int64 it agrees modulo 2**bits with narrower types.
-        c = ctx.dtype_src(_wide(ctype))
-    power = ctx.elementwise(f"({c}({{0}}) ** {c}({{1}}))", x, y, dtype=ctype)
+    # Integer power wraps like numpy's; in int64 it agrees modulo 2**bits with narrower types.
+    c = _wide(ctype) if ctype.kind in "iu" else ctype
+    u, v = S.operands(2)
+    power = ctx.elementwise(P(S.convert(c, u) ** S.convert(c, v)), x, y, dtype=ctype)
     return _cast(ctx, power, x.dtype)
 
 
 # ---- variadic ops ------------------------------------------------------------------------------
 def _variadic(op_type, expr, mean=False):
+    """Register `expr` (a function of two operands) folded over the inputs."""
     @register(op_type, 1)
     def lower(ctx, *xs, consumed_inputs=None):
         acc = xs[0]
         for x in xs[1:]:
-            acc = ctx.elementwise(expr, acc, x, dtype=xs[0].dtype)
+            acc = ctx.elementwise(expr(*S.operands(2)), acc, x, dtype=xs[0].dtype)
         if mean:
-            return _ew(ctx, "({0} / {n})", acc, dtype=acc.dtype, n=len(xs))
-        return acc if len(xs) > 1 else ctx.elementwise("{0}", acc, dtype=acc.dtype)
+            return _ew(ctx, lambda v, k: P(v / k.n), acc, dtype=acc.dtype, n=len(xs))
+        return acc if len(xs) > 1 else _copy(ctx, acc)
     lower.__name__ = op_type
     return lower
 
 
-_variadic("Max", "__k_scalar.maximum({0}, {1})")
-_variadic("Min", "__k_scalar.minimum({0}, {1})")
-_variadic("Sum", "({0} + {1})")
-_variadic("Mean", "({0} + {1})", mean=True)
+_variadic("Max", MAXIMUM)
+_variadic("Min", MINIMUM)
+_variadic("Sum", lambda a, b: P(a + b))
+_variadic("Mean", lambda a, b: P(a + b), mean=True)
 
 
 @register("Where", 9)
 def Where(ctx, cond, x, y):
-    return ctx.elementwise("({1} if {0} else {2})", cond, x, y, dtype=x.dtype)
+    c, a, b = S.operands(3)
+    return ctx.elementwise(P(S.cond(c, a, b)), cond, x, y, dtype=x.dtype)
 
 
 # ---- Clip ------------------------------------------------------------------------------------
@@ -345,10 +387,10 @@ def _clip(ctx, x, lo, hi):
     """np.clip: maximum with lo, then minimum with hi (NaN propagates; hi wins when lo > hi)."""
     y = x
     if lo is not None:
-        y = ctx.elementwise("__k_scalar.maximum({0}, {1})", y, lo, dtype=x.dtype)
+        y = ctx.elementwise(MAXIMUM(*S.operands(2)), y, lo, dtype=x.dtype)
     if hi is not None:
-        y = ctx.elementwise("__k_scalar.minimum({0}, {1})", y, hi, dtype=x.dtype)
-    return y if y is not x else ctx.elementwise("{0}", x, dtype=x.dtype)
+        y = ctx.elementwise(MINIMUM(*S.operands(2)), y, hi, dtype=x.dtype)
+    return y if y is not x else _copy(ctx, x)
 
 
 # ---- Cast --------------------------------------------------------------------------------------
@@ -368,10 +410,11 @@ def _cast(ctx, x, dtype, saturate=1, round_mode="up"):
     if x.dtype in BIT_TYPES:
         return _cast(ctx, bit_value(ctx, x), dtype)
     if dtype == BOOL:
-        return _ew(ctx, "({0} != {zero})", x, dtype=BOOL, ctype=x.dtype)
+        return _ew(ctx, lambda v, k: P(S.ne(v, k.zero)), x, dtype=BOOL, ctype=x.dtype)
     if x.dtype.kind == "f" and dtype.kind in "iu":
-        return ctx.elementwise(f"__k_scalar.{FLOAT_TO_INT[dtype.name]}({{0}})", x, dtype=dtype)
-    return ctx.elementwise("{0}", x, dtype=dtype)
+        return ctx.elementwise(S.lib("scalar", FLOAT_TO_INT[dtype.name], S.operand(0)), x,
+                               dtype=dtype)
+    return ctx.elementwise(S.operand(0), x, dtype=dtype)
 
 
 # Types held as bit patterns (ir.BIT_TYPES): the float ones decode to float32, the integer ones
@@ -387,9 +430,10 @@ def bit_value(ctx, x):
     """x, held as bit patterns, decoded to its value (float32 or int8 / uint8)."""
     name = BIT_TYPES[x.dtype]
     if name in BIT_FLOATS:
-        return ctx.elementwise(f"__k_narrow.dec_{BIT_FLOATS[name]}({{0}})", x,
+        return ctx.elementwise(S.lib("narrow", f"dec_{BIT_FLOATS[name]}", S.operand(0)), x,
                                dtype=np.float32)
-    return ctx.elementwise(f"__k_narrow.dec_{name}({{0}})", x, dtype=BIT_INTS[name][0])
+    return ctx.elementwise(S.lib("narrow", f"dec_{name}", S.operand(0)), x,
+                           dtype=BIT_INTS[name][0])
 
 
 def bit_encode(ctx, x, dtype, saturate=1, round_mode="up"):
@@ -399,22 +443,23 @@ def bit_encode(ctx, x, dtype, saturate=1, round_mode="up"):
         x = bit_value(ctx, x)
     if x.dtype == BOOL:
         x = _cast(ctx, x, np.uint8)
-    sat = ctx.lit(bool(saturate))
+    v, sat = S.operand(0), S.lit(bool(saturate))
     if name == "float8_e8m0fnu":
         if round_mode not in ROUND_MODES:
             ctx.fail(f"round_mode {round_mode!r} is not one of {sorted(ROUND_MODES)}")
-        expr = f"__k_narrow.enc_e8m0({{0}}, {sat}, {ctx.lit(ROUND_MODES[round_mode])})"
+        expr = S.lib("narrow", "enc_e8m0", v, sat, S.lit(ROUND_MODES[round_mode]))
     elif name in BIT_FLOATS:
-        expr = f"__k_narrow.enc_{BIT_FLOATS[name]}({{0}}, {sat})"
+        expr = S.lib("narrow", f"enc_{BIT_FLOATS[name]}", v, sat)
     elif x.dtype.kind == "f":
-        expr = f"__k_narrow.f2low({{0}}, {ctx.lit(BIT_INTS[name][1])})"
+        expr = S.lib("narrow", "f2low", v, S.lit(BIT_INTS[name][1]))
     else:
-        expr = f"__k_narrow.low_bits(__np.int64({{0}}), {ctx.lit(BIT_INTS[name][1])})"
+        expr = S.lib("narrow", "low_bits", S.convert(np.int64, v), S.lit(BIT_INTS[name][1]))
     return ctx.elementwise(expr, x, dtype=dtype)
 
 
 def _copy(ctx, x):
-    return ctx.elementwise("{0}", x, dtype=x.dtype)
+    """x as a Value of its own (its step reads and writes the element as it is)."""
+    return ctx.elementwise(S.operand(0), x, dtype=x.dtype)
 
 
 @register("Cast", 1)
@@ -478,9 +523,10 @@ def BatchNormalization(ctx, x, scale, bias, mean, var, epsilon=f32(1e-5), moment
         shape = per_channel if scale.rank <= 1 else scale.shape
         a = ctx.constant(a.astype(x.dtype).reshape(shape))
         b = ctx.constant(b.astype(x.dtype).reshape(shape))
-        return ctx.elementwise("({0} * {1} + {2})", x, a, b, dtype=x.dtype)
+        v, s, t = S.operands(3)
+        return ctx.elementwise(P(v * s + t), x, a, b, dtype=x.dtype)
     shaped = [v if v.rank > 1 else ctx.call(E.reshape(v, per_channel), shape=per_channel,
                                             dtype=v.dtype)
               for v in (scale, bias, mean, var)]
-    return _ew(ctx, "(({0} - {3}) / __np.sqrt({4} + {eps}) * {1} + {2})", x, *shaped,
-               dtype=x.dtype, eps=epsilon)
+    return _ew(ctx, lambda v, s, b, m, var, k: P((v - m) / S.np("sqrt", var + k.eps) * s + b),
+               x, *shaped, dtype=x.dtype, eps=epsilon)

@@ -11,6 +11,7 @@ import io
 
 import numpy as np
 
+from .. import scalar_expr as S
 from ..errors import InputError
 from ..registry import register
 
@@ -28,7 +29,7 @@ def ImageDecoder(ctx, encoded, pixel_format="RGB"):
         import PIL.Image
     except ImportError:
         ctx.fail("decoding images needs Pillow (pip install onnxjit[image])")
-    copy = ctx.elementwise("{0}", encoded, dtype=encoded.dtype)   # a Value of its own, for the edge
+    copy = ctx.elementwise(S.operand(0), encoded, dtype=encoded.dtype)   # a Value of its own
 
     def decode(data):
         try:

@@ -9,6 +9,7 @@ from itertools import repeat
 
 import numpy as np
 
+from .. import scalar_expr as S
 from .. import steps as E
 from ..registry import register
 from .indexing import Gather
@@ -25,7 +26,7 @@ def Binarizer(ctx, x, threshold=0.0):
         ctx.fail(f"Binarizer of {x.dtype} is not supported (a numeric tensor expected)")
     t = ctx.scalar(threshold, x.dtype if x.dtype.kind == "f" else np.float64)
     one, zero = ctx.scalar(1, x.dtype), ctx.scalar(0, x.dtype)
-    return ctx.elementwise(f"({one} if {{0}} > {t} else {zero})", x, dtype=x.dtype)
+    return ctx.elementwise(S.paren(S.cond(S.gt(S.operand(0), t), one, zero)), x, dtype=x.dtype)
 
 
 @register("ArrayFeatureExtractor", 1, domain=ML)
@@ -258,7 +259,8 @@ def Scaler(ctx, x, offset=None, scale=None):
         ctx.fail(f"Scaler of {x.dtype} is not supported (a numeric tensor expected)")
     off = _per_feature(ctx, x, offset if offset else [0.0], "offset")
     sc = _per_feature(ctx, x, scale if scale else [1.0], "scale")
-    return ctx.elementwise("__np.float32(({0} - {1}) * {2})", x, off, sc, dtype=np.float32)
+    v, o, s = S.operands(3)
+    return ctx.elementwise(S.convert(np.float32, (v - o) * s), x, off, sc, dtype=np.float32)
 
 
 @register("Imputer", 1, domain=ML)
@@ -280,10 +282,11 @@ def Imputer(ctx, x, imputed_value_floats=None, imputed_value_int64s=None,
     if values.size not in (1, width):
         ctx.fail(f"{values.size} imputed values for {width} features")
     v = ctx.constant(values)
+    a, b = S.operands(2)
     if isinstance(replaced, float) and np.isnan(replaced):
-        return ctx.elementwise("({1} if {0} != {0} else {0})", x, v, dtype=x.dtype)
+        return ctx.elementwise(S.paren(S.cond(S.ne(a, a), b, a)), x, v, dtype=x.dtype)
     r = ctx.scalar(replaced, x.dtype)
-    return ctx.elementwise(f"({{1}} if {{0}} == {r} else {{0}})", x, v, dtype=x.dtype)
+    return ctx.elementwise(S.paren(S.cond(S.eq(a, r), b, a)), x, v, dtype=x.dtype)
 
 
 @register("FeatureVectorizer", 1, domain=ML)
@@ -303,7 +306,7 @@ def FeatureVectorizer(ctx, *xs, inputdimensions=None):
         if n is not None and x2.shape[0] != n:
             ctx.fail("the inputs have different numbers of rows")
         n = x2.shape[0]
-        f = ctx.elementwise("__np.float32({0})", x2, dtype=np.float32)
+        f = ctx.elementwise(S.convert(np.float32, S.operand(0)), x2, dtype=np.float32)
         c = x2.shape[1]
         if c != d:
             f = take_axis(ctx, f, 1, [j if j < c else -1 for j in range(int(d))])
@@ -325,7 +328,7 @@ def ZipMap(ctx, x, classlabels_int64s=None, classlabels_strings=None):
     if x.shape[-1] != len(labels):
         ctx.fail(f"{x.shape[-1]} scores per row for {len(labels)} labels")
     keys = [str(k) for k in labels] if classlabels_strings else [int(k) for k in labels]
-    copy = ctx.elementwise("{0}", x, dtype=x.dtype)   # a Value of its own, for the edge
+    copy = ctx.elementwise(S.operand(0), x, dtype=x.dtype)   # a Value of its own, for the edge
 
     def to_maps(scores):
         # dict((k0, v0), (k1, v1), ...) per row, the pairs zipped column-wise in C (about 30%
@@ -371,8 +374,9 @@ def _map_values(ctx, codes, values, default, dtype):
     values as an index into [values..., default], turned into strings after the graph."""
     if dtype == object:
         table = list(values) + [default]
-        out = ctx.elementwise(f"({{0}} if {{0}} >= 0 else {ctx.lit(len(values))})", codes,
-                              dtype=np.int64)
+        c = S.operand(0)
+        out = ctx.elementwise(S.paren(S.cond(S.ge(c, ctx.lit(0)), c, ctx.lit(len(values)))),
+                              codes, dtype=np.int64)
         return ctx.python_output(out, _string_table(table))
     vals = np.asarray(values, dtype).ravel()
     return ctx.kernel(("ml", "take_default"), codes, ctx.constant(vals),

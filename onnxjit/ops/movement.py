@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import scalar_expr as S
 from .. import steps as E
 from ..ir import compute_dtype, tensor_dtype
 from ..registry import register
@@ -522,7 +523,8 @@ def Trilu(ctx, x, k=None, upper=1):
     ones = np.ones(x.shape[-2:], np.bool_)
     mask = np.triu(ones, kk) if upper else np.tril(ones, kk)
     zero = ctx.scalar(0, x.dtype)
-    return ctx.elementwise(f"({{0}} if {{1}} else {zero})", x, ctx.constant(mask), dtype=x.dtype)
+    v, keep = S.operands(2)
+    return ctx.elementwise(S.paren(S.cond(keep, v, zero)), x, ctx.constant(mask), dtype=x.dtype)
 
 
 @register("Compress", 9)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
+from .. import scalar_expr as S
 from .. import steps as E
 from ..ir import BIT_TYPES, NUMBA_DTYPES, Value
 from ..kernels import shapes
@@ -18,7 +19,7 @@ from .nn import matmul_operand
 
 F64 = np.dtype(np.float64)
 I32 = np.dtype(np.int32)
-NARROW = {np.dtype(np.float16): "__k_scalar.round_f16"}
+NARROW = {np.dtype(np.float16): "round_f16"}    # the kernels/scalar.py rounding to the type
 
 
 def _reshape(ctx, v, shape):
@@ -70,35 +71,36 @@ def _quant_dtype(ctx, zp, output_dtype):
 
 
 def _quantize_bits(ctx, q, inputs, zp, dtype, saturate):
-    """QuantizeLinear into a type held as bit patterns, q over {0}.. of inputs (reference
-    semantics: integers saturate to their range and add the zero point; float8 rounds with
-    Cast's saturation, no zero point; float4 adds its zero point and saturates)."""
+    """QuantizeLinear into a type held as bit patterns, q a scalar expression over the operands
+    of inputs (reference semantics: integers saturate to their range and add the zero point;
+    float8 rounds with Cast's saturation, no zero point; float4 adds its zero point and
+    saturates)."""
     name = BIT_TYPES[dtype]
     if name in BIT_INTS:
         value, mask = BIT_INTS[name]
         bits = int(np.log2(mask + 1))
         lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if value.kind == "i" else (0, mask)
-        n = len(inputs)
-        zp_src = f"{{{n}}}" if zp is not None else "0"
+        zp_operand = S.operand(len(inputs)) if zp is not None else S.lit(0)
         inputs = list(inputs) + ([bit_value(ctx, zp)] if zp is not None else [])
-        expr = (f"__k_narrow.low_bits(__np.int64(__k_quantize.saturate({q}, {zp_src}, "
-                f"{ctx.lit(float(lo))}, {ctx.lit(float(hi))})), {ctx.lit(mask)})")
+        saturated = S.lib("quantize", "saturate", q, zp_operand, S.lit(float(lo)), S.lit(float(hi)))
+        expr = S.lib("narrow", "low_bits", S.convert(np.int64, saturated), S.lit(mask))
         return ctx.elementwise(expr, *inputs, dtype=dtype)
     kind = BIT_FLOATS[name]
     if kind == "e2m1" and zp is not None:
-        q = f"({q} + {{{len(inputs)}}})"
+        q = S.paren(q + S.operand(len(inputs)))
         inputs = list(inputs) + [bit_value(ctx, zp)]
-    expr = f"__k_narrow.enc_{kind}({q}, {ctx.lit(bool(saturate))})"
+    expr = S.lib("narrow", f"enc_{kind}", q, S.lit(bool(saturate)))
     return ctx.elementwise(expr, *inputs, dtype=dtype)
 
 
 def _requantize(ctx, q_expr, inputs, zp, dtype):
-    """elementwise saturate(q_expr + zp) to the integer dtype; q_expr uses {0}.. of inputs."""
+    """elementwise saturate(q_expr + zp) to the integer dtype; q_expr a scalar expression over
+    the operands of inputs."""
     info = np.iinfo(dtype)
-    zp_src = f"{{{len(inputs)}}}" if zp is not None else "0"
+    zp_operand = S.operand(len(inputs)) if zp is not None else S.lit(0)
     inputs = list(inputs) + ([zp] if zp is not None else [])
-    expr = (f"__k_quantize.saturate({q_expr}, {zp_src}, {ctx.lit(float(info.min))}, "
-            f"{ctx.lit(float(info.max))})")
+    expr = S.lib("quantize", "saturate", q_expr, zp_operand, S.lit(float(info.min)),
+                 S.lit(float(info.max)))
     return ctx.elementwise(expr, *inputs, dtype=dtype)
 
 
@@ -108,12 +110,13 @@ def QuantizeLinear(ctx, x, y_scale, y_zero_point=None, axis=1, saturate=1, block
     dtype = _quant_dtype(ctx, y_zero_point, output_dtype)
     scale = _param(ctx, y_scale, x.shape, axis, block_size, "y_scale")
     zp = _param(ctx, y_zero_point, x.shape, axis, block_size, "y_zero_point")
-    q = "{0} / {1}"
+    v, s = S.operands(2)
+    q = v / s
     if precision:
-        p = ctx.dtype_src(helper.tensor_dtype_to_np_dtype(precision))
-        q = f"{p}({{0}}) / {p}({{1}})"
+        p = helper.tensor_dtype_to_np_dtype(precision)
+        q = S.convert(p, v) / S.convert(p, s)
     elif x.dtype in NARROW:
-        q = f"{NARROW[x.dtype]}({q})"   # the quotient of narrow floats is rounded to their type
+        q = S.lib("scalar", NARROW[x.dtype], q)   # the quotient of narrow floats is rounded
     if dtype in BIT_TYPES:
         return _quantize_bits(ctx, q, [x, scale], zp, dtype, saturate)
     return _requantize(ctx, q, [x, scale], zp, dtype)
@@ -132,12 +135,13 @@ def DequantizeLinear(ctx, x, x_scale, x_zero_point=None, axis=1, block_size=0, o
         # (the reference ignores theirs: float8's must be 0)
         x = bit_value(ctx, x)
         zp = bit_value(ctx, zp) if zp is not None and bits in BIT_INTS else None
+    v, s, z = S.operands(3)
     if zp is None:
-        return ctx.elementwise("__np.float32({0}) * {1}", x, scale, dtype=out)
+        return ctx.elementwise(S.convert(np.float32, v) * s, x, scale, dtype=out)
     # float32(x) - zp computes in numpy's promotion of float32 with the zero point's type
-    t = ctx.dtype_src(np.result_type(np.float32, zp.dtype))
-    return ctx.elementwise(f"({t}(__np.float32({{0}})) - {t}({{2}})) * {{1}}", x, scale, zp,
-                           dtype=out)
+    t = np.result_type(np.float32, zp.dtype)
+    return ctx.elementwise((S.convert(t, S.convert(np.float32, v)) - S.convert(t, z)) * s,
+                           x, scale, zp, dtype=out)
 
 
 @register("DynamicQuantizeLinear", 11)
@@ -151,9 +155,10 @@ def DynamicQuantizeLinear(ctx, x):
 # ---- integer MatMul / Conv: exact float64 products of zero-point-centred operands -------------
 def _centred(ctx, v, zp):
     """float64(v - zp), zp broadcast into v's shape."""
+    a, b = S.operands(2)
     if zp is None:
-        return ctx.elementwise("__np.float64({0})", v, dtype=F64)
-    out = ctx.elementwise("__np.float64({0}) - __np.float64({1})", v, zp, dtype=F64)
+        return ctx.elementwise(S.convert(F64, a), v, dtype=F64)
+    out = ctx.elementwise(S.convert(F64, a) - S.convert(F64, b), v, zp, dtype=F64)
     if out.shape != v.shape:
         ctx.fail(f"zero point of shape {zp.shape} does not fit an input of shape {v.shape}")
     return out
@@ -187,9 +192,10 @@ def _matmul_f64(ctx, a, b):
 
 
 def _scale_expr(dtype):
-    """a_scale * b_scale / y_scale over {1} {2} {3}, in the scales' own precision."""
+    """a_scale * b_scale / y_scale over operands 1, 2, 3, in the scales' own precision."""
+    _, a, b, y = S.operands(4)
     r = NARROW.get(np.dtype(dtype))
-    return f"{r}({r}({{1}} * {{2}}) / {{3}})" if r else "{1} * {2} / {3}"
+    return S.lib("scalar", r, S.lib("scalar", r, a * b) / y) if r else a * b / y
 
 
 def _int_types(ctx, *values):
@@ -332,7 +338,7 @@ def MatMulInteger(ctx, a, b, a_zero_point=None, b_zero_point=None):
     rows = a.shape[-2] if a.rank >= 2 else 1
     ac = _centred(ctx, a, _per_row(ctx, a_zero_point, rows))
     bc = _centred(ctx, b, _squeeze(ctx, b_zero_point))
-    return ctx.elementwise("{0}", _matmul_f64(ctx, ac, bc), dtype=I32)
+    return ctx.elementwise(S.operand(0), _matmul_f64(ctx, ac, bc), dtype=I32)
 
 
 @register("QLinearMatMul", 10)
@@ -343,7 +349,7 @@ def QLinearMatMul(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_sca
     c = _matmul_f64(ctx, _centred(ctx, a, _per_row(ctx, a_zero_point, rows)),
                     _centred(ctx, b, _squeeze(ctx, b_zero_point)))
     params = [_per_row(ctx, a_scale, rows), _squeeze(ctx, b_scale), _squeeze(ctx, y_scale)]
-    q = f"{{0}} * __np.float64({_scale_expr(a_scale.dtype)})"
+    q = S.operand(0) * S.convert(F64, _scale_expr(a_scale.dtype))
     dtype = y_zero_point.dtype if y_zero_point is not None else a.dtype
     return _requantize(ctx, q, [c] + params, _squeeze(ctx, y_zero_point), dtype)
 
@@ -377,7 +383,7 @@ def ConvInteger(ctx, x, w, x_zero_point=None, w_zero_point=None, auto_pad="NOTSE
     xc = _centred(ctx, x, _squeeze(ctx, x_zero_point))
     wc = _centred(ctx, w, _per_channel(ctx, w_zero_point, w, 0))
     y = _conv_f64(ctx, xc, wc, None, auto_pad, dilations, group, kernel_shape, pads, strides)
-    return ctx.elementwise("{0}", y, dtype=I32)
+    return ctx.elementwise(S.operand(0), y, dtype=I32)
 
 
 @register("QLinearConv", 10)
@@ -387,9 +393,9 @@ def QLinearConv(ctx, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale
     _int_types(ctx, x, w, x_zero_point, w_zero_point, y_zero_point, B)
     xc = _centred(ctx, x, _squeeze(ctx, x_zero_point))
     wc = _centred(ctx, w, _per_channel(ctx, w_zero_point, w, 0))
-    bias = ctx.elementwise("__np.float64({0})", B, dtype=F64) if B is not None else None
+    bias = ctx.elementwise(S.convert(F64, S.operand(0)), B, dtype=F64) if B is not None else None
     y = _conv_f64(ctx, xc, wc, bias, auto_pad, dilations, group, kernel_shape, pads, strides)
     params = [_squeeze(ctx, x_scale), _per_channel(ctx, w_scale, w, 1), _squeeze(ctx, y_scale)]
-    q = f"{{0}} * __np.float64({_scale_expr(x_scale.dtype)})"
+    q = S.operand(0) * S.convert(F64, _scale_expr(x_scale.dtype))
     dtype = y_zero_point.dtype if y_zero_point is not None else x.dtype
     return _requantize(ctx, q, [y] + params, _squeeze(ctx, y_zero_point), dtype)

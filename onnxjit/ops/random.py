@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from onnx.helper import tensor_dtype_to_np_dtype
 
+from .. import scalar_expr as S
 from ..ir import COMPILABLE_DTYPES, compute_dtype
 from ..registry import register
 
@@ -45,9 +46,9 @@ def _draw(ctx, kind, shape, seed, a, b, dtype):
     the draw cast to `dtype` first, as the reference computes it."""
     s, seeded = _seed(ctx, seed)
     raw = ctx.kernel(("random", kind), shape, s, seeded, shape=shape, dtype=np.float64)
-    t = ctx.dtype_src(dtype)
     factor = b if kind == "normal" else b - a
-    expr = f"({t}({{0}}) * {ctx.scalar(factor, dtype)} + {ctx.scalar(a, dtype)})"
+    expr = S.paren(S.convert(dtype, S.operand(0)) * ctx.scalar(factor, dtype)
+                   + ctx.scalar(a, dtype))
     return ctx.elementwise(expr, raw, dtype=dtype)
 
 
@@ -82,4 +83,4 @@ def Bernoulli(ctx, x, dtype=None, seed=None):
     out = _dtype(ctx, dtype, x.dtype, floats_only=False)
     s, seeded = _seed(ctx, seed)
     raw = ctx.kernel(("random", "bernoulli"), x, s, seeded, shape=x.shape, dtype=np.float64)
-    return ctx.elementwise("{0}", raw, dtype=out)
+    return ctx.elementwise(S.operand(0), raw, dtype=out)

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from .. import scalar_expr as S
 from .. import steps as E
 from ..registry import register
 
@@ -70,19 +71,21 @@ def _extreme(dtype, lowest):
 
 
 def _mean(ctx, acc, n):
+    v = S.operand(0)
     if acc.dtype.kind in "iu":
-        return ctx.elementwise(f"__k_scalar.int_div({{0}}, {ctx.scalar(n, acc.dtype)})", acc,
+        return ctx.elementwise(S.lib("scalar", "int_div", v, ctx.scalar(n, acc.dtype)), acc,
                                dtype=acc.dtype)
-    return ctx.elementwise(f"({{0}} / {ctx.scalar(n, acc.dtype)})", acc, dtype=acc.dtype)
+    return ctx.elementwise(S.paren(v / ctx.scalar(n, acc.dtype)), acc, dtype=acc.dtype)
 
 
 def _sqrt(ctx, acc, n):
-    return ctx.elementwise("__math.sqrt({0})" if acc.dtype.kind in "iu" else "__np.sqrt({0})",
+    v = S.operand(0)
+    return ctx.elementwise(S.math("sqrt", v) if acc.dtype.kind in "iu" else S.np("sqrt", v),
                            acc, dtype=acc.dtype)
 
 
 def _log(ctx, acc, n):
-    return ctx.elementwise("__np.log({0})", acc, dtype=acc.dtype)
+    return ctx.elementwise(S.np("log", S.operand(0)), acc, dtype=acc.dtype)
 
 
 # op type -> (kernel in kernels/reduce.py, extra kernel argument or None, epilogue or None)

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from .. import validate
+from .. import scalar_expr as S
 from .. import steps as E
 from ..registry import register
 
@@ -310,8 +311,10 @@ def _emit(ctx, x, plan, idx, coef, mask, shape, opts):
     if np.issubdtype(x.dtype, np.integer):
         info = np.iinfo(x.dtype)
         lo, hi = ctx.lit(float(info.min)), ctx.lit(float(info.max))
-        return ctx.elementwise(f"min(max(__np.rint({{0}}), {lo}), {hi})", y, dtype=x.dtype)
-    return y if x.dtype == np.float64 else ctx.elementwise("{0}", y, dtype=x.dtype)
+        rounded = S.np("rint", S.operand(0))
+        return ctx.elementwise(S.builtin("min", S.builtin("max", rounded, lo), hi), y,
+                               dtype=x.dtype)
+    return y if x.dtype == np.float64 else ctx.elementwise(S.operand(0), y, dtype=x.dtype)
 
 
 def _opts(mode, ctm="half_pixel", nearest_mode="round_prefer_floor", a=-0.75, exclude_outside=0,

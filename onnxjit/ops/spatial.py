@@ -10,6 +10,7 @@ import numpy as np
 from ..errors import LimitError
 from ..kernels import pool
 from .nn import pool_geometry
+from .. import scalar_expr as S
 from .. import steps as E
 from ..registry import register
 from ..validate import current_limit
@@ -144,13 +145,13 @@ def LpPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=
     kernel = tuple(int(k) for k in kernel_shape)
     s, pd, d, out = pool_geometry(ctx, x, kernel, auto_pad, strides, dilations, pads, ceil_mode)
     pv = ctx.scalar(float(p), x.dtype)
-    powered = ctx.elementwise(f"abs({{0}}) ** {pv}", x, dtype=x.dtype)
+    powered = ctx.elementwise(S.builtin("abs", S.operand(0)) ** pv, x, dtype=x.dtype)
     # count_include_pad=1 divides every full window by the kernel size: times it gives the sum
     kind = pool.scheme(x.shape, x.dtype, kernel, s, pd, d, out, ctx.target)
     mean = ctx.kernel(("pool", f"avgpool_{kind}"), powered, kernel, s, pd, d, out, 1,
                       shape=x.shape[:2] + tuple(out), dtype=x.dtype)
     count, inv = ctx.scalar(float(math.prod(kernel)), x.dtype), ctx.scalar(1.0 / p, x.dtype)
-    return ctx.elementwise(f"({{0}} * {count}) ** {inv}", mean, dtype=x.dtype)
+    return ctx.elementwise((S.operand(0) * count) ** inv, mean, dtype=x.dtype)
 
 
 @register("DeformConv", 19)

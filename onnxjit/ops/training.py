@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import scalar_expr as S
 from .. import steps as E
 from ..registry import register
 from . import elementwise
 from .attention import _floats
 
 TRAINING = "ai.onnx.preview.training"
+P = S.paren
+ONE, ZERO = S.lit(1.0), S.lit(0)
 
 
 def _groups(ctx, tensors, per):
@@ -42,14 +45,14 @@ def Adam(ctx, r, t, *tensors, alpha=0.9, beta=0.999, epsilon=0.0, norm_coefficie
          norm_coefficient_post=0.0):
     _scalars(ctx, r, t)
     xs, gs, vs, hs = _groups(ctx, tensors, 4)
-    a, b, eps = ctx.lit(float(alpha)), ctx.lit(float(beta)), ctx.lit(float(epsilon))
-    nc, post = ctx.lit(float(norm_coefficient)), ctx.lit(1.0 - float(norm_coefficient_post))
-    g = f"({nc} * {{2}} + {{3}})"
-    v_new = f"({a} * {{4}} + (1.0 - {a}) * {g})"
-    h_new = f"({b} * {{5}} + (1.0 - {b}) * ({g} * {g}))"
-    radj = (f"(({{0}} * __np.sqrt(1.0 - {b} ** {{1}}) / (1.0 - {a} ** {{1}})) "
-            f"if {{1}} > 0 else {{0}})")
-    x_new = f"({post} * ({{2}} - {radj} * ({v_new} / (__np.sqrt({h_new}) + {eps}))))"
+    a, b, eps = S.lit(float(alpha)), S.lit(float(beta)), S.lit(float(epsilon))
+    nc, post = S.lit(float(norm_coefficient)), S.lit(1.0 - float(norm_coefficient_post))
+    r_, t_, x_, g_, v_, h_ = S.operands(6)
+    g = P(nc * x_ + g_)
+    v_new = P(a * v_ + (ONE - a) * g)
+    h_new = P(b * h_ + (ONE - b) * (g * g))
+    radj = P(S.cond(S.gt(t_, ZERO), P(r_ * S.np("sqrt", ONE - b ** t_) / (ONE - a ** t_)), r_))
+    x_new = P(post * (x_ - radj * (v_new / (S.np("sqrt", h_new) + eps))))
     out_x, out_v, out_h = [], [], []
     for x, gr, v, h in zip(xs, gs, vs, hs):
         args = (r, t, x, gr, v, h)
@@ -63,10 +66,11 @@ def Adam(ctx, r, t, *tensors, alpha=0.9, beta=0.999, epsilon=0.0, norm_coefficie
 def Adagrad(ctx, r, t, *tensors, decay_factor=0.0, epsilon=0.0, norm_coefficient=0.0):
     _scalars(ctx, r, t)
     xs, gs, hs = _groups(ctx, tensors, 3)
-    df, eps, nc = (ctx.lit(float(a)) for a in (decay_factor, epsilon, norm_coefficient))
-    g = f"({nc} * {{2}} + {{3}})"
-    h_new = f"({{4}} + {g} * {g})"
-    x_new = f"({{2}} - ({{0}} / (1.0 + {{1}} * {df})) * {g} / (__np.sqrt({h_new}) + {eps}))"
+    df, eps, nc = (S.lit(float(a)) for a in (decay_factor, epsilon, norm_coefficient))
+    r_, t_, x_, g_, h_ = S.operands(5)
+    g = P(nc * x_ + g_)
+    h_new = P(h_ + g * g)
+    x_new = P(x_ - P(r_ / (ONE + t_ * df)) * g / (S.np("sqrt", h_new) + eps))
     out_x, out_h = [], []
     for x, gr, h in zip(xs, gs, hs):
         out_x.append(ctx.elementwise(x_new, r, t, x, gr, h, dtype=x.dtype))
@@ -82,11 +86,12 @@ def Momentum(ctx, r, t, *tensors, alpha=None, beta=None, mode=None, norm_coeffic
         ctx.fail(f"mode {mode!r} is not 'standard' or 'nesterov'")
     _scalars(ctx, r, t)
     xs, gs, vs = _groups(ctx, tensors, 3)
-    a, b, nc = (ctx.lit(float(v)) for v in (alpha, beta, norm_coefficient))
-    g = f"({nc} * {{2}} + {{3}})"
-    v_new = f"({a} * {{4}} + ({b} if {{1}} > 0 else 1.0) * {g})"
-    step = f"({g} + {a} * {v_new})" if mode == "nesterov" else v_new
-    x_new = f"({{2}} - {{0}} * {step})"
+    a, b, nc = (S.lit(float(v)) for v in (alpha, beta, norm_coefficient))
+    r_, t_, x_, g_, v_ = S.operands(5)
+    g = P(nc * x_ + g_)
+    v_new = P(a * v_ + S.cond(S.gt(t_, ZERO), b, ONE) * g)
+    step = P(g + a * v_new) if mode == "nesterov" else v_new
+    x_new = P(x_ - r_ * step)
     out_x, out_v = [], []
     for x, gr, v in zip(xs, gs, vs):
         out_x.append(ctx.elementwise(x_new, r, t, x, gr, v, dtype=x.dtype))
@@ -120,19 +125,19 @@ def BatchNormalization(ctx, x, scale, bias, mean, var, epsilon=np.float32(1e-5),
 
 def _gradient_rule(ctx, op, ins, g):
     """d(out)/d(input) * g for each input of an elementwise op (None: no gradient flows)."""
-    def ew(expr, *vals):
-        return ctx.elementwise(expr, *vals, dtype=g.dtype)
+    def ew(build, *vals):     # build: a function of the values' operands
+        return ctx.elementwise(build(*S.operands(len(vals))), *vals, dtype=g.dtype)
     if op == "Add":
         return [g, g]
     if op == "Sub":
-        return [g, ew("(-{0})", g)]
+        return [g, ew(lambda d: P(-d), g)]
     if op == "Mul":
-        return [ew("({0} * {1})", g, ins[1]), ew("({0} * {1})", g, ins[0])]
+        return [ew(lambda d, u: P(d * u), g, ins[1]), ew(lambda d, u: P(d * u), g, ins[0])]
     if op == "Div":
-        return [ew("({0} / {1})", g, ins[1]),
-                ew("(-{0} * {1} / ({2} * {2}))", g, ins[0], ins[1])]
+        return [ew(lambda d, u: P(d / u), g, ins[1]),
+                ew(lambda d, u, w: P(-d * u / (w * w)), g, ins[0], ins[1])]
     if op == "Neg":
-        return [ew("(-{0})", g)]
+        return [ew(lambda d: P(-d), g)]
     return None
 
 
@@ -171,10 +176,10 @@ def Gradient(ctx, *inputs, xs=None, y=None, zs=None):
                 continue
             old = grads.get(id(v))
             grads[id(v)] = c if old is None else ctx.elementwise(
-                "({0} + {1})", old, c, dtype=c.dtype)
+                P(S.operand(0) + S.operand(1)), old, c, dtype=c.dtype)
     outs = []
     for x in xvals:
         g = grads.get(id(x))
         g = ctx.constant(np.zeros(x.shape, x.dtype)) if g is None else g
-        outs.append(ctx.elementwise("{0}", g, dtype=x.dtype))   # a Value of its own per output
+        outs.append(ctx.elementwise(S.operand(0), g, dtype=x.dtype))   # a Value of its own
     return outs

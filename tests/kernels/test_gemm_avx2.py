@@ -15,16 +15,18 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxjit
+from onnxjit import scalar_expr
 from onnxjit.kernels import gemm_avx2, microkernels_avx2
 from onnxjit.target import Target, host
 
 
 
 def _source(step):
-    """The source a call step renders to (its inputs named a0, a1, ...)."""
-    if step.op is None:     # an elementwise step
-        return step.expr
-    return step.op.render([f"a{i}" for i in range(len(step.inputs))])
+    """The source a step renders to (its inputs named a0, a1, ...)."""
+    names = [f"a{i}" for i in range(len(step.inputs))]
+    if step.op is None:     # an elementwise step: a scalar expression tree
+        return scalar_expr.render(step.expr, names)
+    return step.op.render(names)
 
 def _gemm_ref(a, b, bias, act):
     y = a.astype(np.float64) @ b.astype(np.float64)
