@@ -10,7 +10,7 @@ import math
 import numpy as np
 from numba import njit
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 
 @njit(**_JIT)
@@ -33,7 +33,7 @@ def concat_seq(past, cur):
     return np.concatenate((past, cur), axis=2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def _bcast(i, n):
     return i if n > 1 else 0
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numba import njit
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 
 @njit(**_JIT)

@@ -32,7 +32,7 @@ from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
 from .sgemm import KCMAX, L2_PANEL_BYTES, NR
 from .simd import F32_1D, I32, VEC, elem_ptr, vload, vstore
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 
 @intrinsic

@@ -23,7 +23,7 @@ from numba.np.linalg import ensure_blas
 from . import PRANGE_ONLY
 from .parallel import CONVT_PAR_MIN, I0, num_threads, split_range
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 
 # ---------------------------------------------------------------- rank dispatch helpers

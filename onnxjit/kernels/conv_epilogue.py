@@ -8,7 +8,7 @@ from numba import njit
 from . import conv, conv_packed, conv_s2, winograd
 from .epilogue import act_inplace
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 
 @njit(**_JIT)

@@ -24,7 +24,7 @@ from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
 from .epilogue import NO_BOUNDS
 from .sgemm import CONV_MID_HW, NR, conv1x1_transposed, gemm_cols, pack_a
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 _TILE_BYTES = 1 << 19   # a tile's column matrix stays in L2 while the GEMM reads it
 _MIN_TILE_COLS = 384
 

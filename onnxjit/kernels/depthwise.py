@@ -31,7 +31,7 @@ from .simd import (LANES, vadd, vbcast, vevens, vfma, vload, vload_span, vloadm,
                    vodds, vsplat, vstore, vstorem, vtranspose16, vzero)
 from .pool import fill_phases, phase_buffers
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 # The parity split wastes half its taps and deinterleaves all of x up front: it wins on
 # small planes (no per-row fill), the phase buffers win once planes reach ~32x32.
 _S2_MAX_PLANE = 1024

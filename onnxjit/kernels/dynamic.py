@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True)
 def nonzero(x):
     """ONNX NonZero of a C-contiguous array: int64 [rank, count], the indices in C order."""
     flat = x.reshape(-1)
@@ -36,7 +36,7 @@ def nonzero_indices(x):
     return nonzero(x.reshape(1) if x.ndim == 0 else x)
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True)
 def compress_rows(x3, cond):
     """x3 viewed as [outer, n, inner]: the rows along the middle axis whose condition is
     true (cond shorter than n: the rest dropped)."""
@@ -76,7 +76,7 @@ def compress(x, condition, axis=None):
     return out.reshape(x.shape[:axis] + (out.shape[1],) + x.shape[axis + 1:])
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True)
 def _corners(b, center):
     if center:
         hw, hh = b[2] * 0.5, b[3] * 0.5
@@ -86,7 +86,7 @@ def _corners(b, center):
     return y0, x0, y1, x1
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True)
 def nms(boxes, scores, max_per_class, iou_threshold, score_threshold, use_score, center):
     """ONNX NonMaxSuppression: int64 [selected, 3] (batch, class, box). Candidates in
     descending score order (ties: lower box index first); a box is dropped when its IoU with a
@@ -154,7 +154,7 @@ def non_max_suppression(boxes, scores, max_output=None, iou=None, score=None,
     return nms(boxes, scores, max_per, iou_t, score_t, use_score, bool(center_point_box))
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True)
 def unique_flat(x, keep_sorted):
     """Unique of a 1-D array: (values, first index, inverse, counts), sorted ascending or in
     order of first occurrence."""

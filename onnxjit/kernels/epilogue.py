@@ -18,7 +18,7 @@ from numba.extending import intrinsic
 
 from .simd import f32x16, vfma, vmul, vrelu_if, vsplat, vzero
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 RELU, CLIP, HARDSWISH = 1, 2, 3
 NO_BOUNDS = (0.0, 0.0)  # the bounds argument of act 0 / 1 (unused)
 

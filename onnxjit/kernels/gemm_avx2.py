@@ -33,7 +33,7 @@ from .parallel import I0, NO, PAR_MIN_MACS, num_threads, split_range
 from .sgemm import pack_panels, packed_operands
 from .simd import vload, vloadm, vstore
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 NR = 16      # columns per packed panel / micro-kernel tile
 MR = 6       # rows of the tallest micro-kernel

@@ -13,7 +13,7 @@ from numba.extending import overload
 
 from .shapes import matmul_plan
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 
 @njit(**_JIT)

@@ -15,7 +15,7 @@ from numba import njit
 from .simd import (prefetch, vadd, vbcast, vfma, vload, vloadm, vrelu_if, vsel, vstore, vstorem,
                    vzero)
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 
 @njit(**_JIT)

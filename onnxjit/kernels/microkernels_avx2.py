@@ -17,7 +17,7 @@ from numba import njit
 from .epilogue import vact
 from .simd import prefetch, vadd, vbcast, vfma, vload, vsel, vsplat, vstore, vzero
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 
 @njit(**_JIT)

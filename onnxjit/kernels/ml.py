@@ -15,9 +15,9 @@ from .simd import LANES, vfma, vhsum, vload, vloadm, vzero
 from .trees import (LOGISTIC, NONE, PROBIT, SOFTMAX, SOFTMAX_ZERO, logistic, probit,
                     transform_row)
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 # reassociation lets LLVM vectorize the dot products' reductions (NaN and inf still propagate)
-_DOT = dict(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
+_DOT = dict(cache=True, error_model="numpy", no_cfunc_wrapper=True, fastmath={"reassoc", "contract"})
 
 # SVM kernels
 LINEAR, POLY, RBF, SIGMOID = 0, 1, 2, 3

@@ -9,7 +9,7 @@ from .conv import copy_run
 from .parallel import CONCAT_PAR_MIN, I0, num_threads, split_range
 from .simd import LANES, vload, vstore, vtranspose16
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
 def concat(xs, outer, shape):

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
-_JIT = dict(cache=True, inline="always")
+_JIT = dict(cache=True, inline="always", no_cfunc_wrapper=True)
 
 
 @intrinsic

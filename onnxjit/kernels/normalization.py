@@ -25,7 +25,7 @@ from .simd import (I32 as _I32, VEC as _VEC, elem_ptr as _elem_ptr, f32x16,
                    vzero as _vzero, vmax as _vmax, vsplat as _vsplat, vhmax as _vhmax,
                    vhsum as _vhsum)
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 _F32_1D = types.Array(types.float32, 1, "C")
 
 
@@ -37,7 +37,7 @@ def _bits_to_f32(typingctx, bits):
     return types.float32(types.int32), codegen
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def expf(x):
     """float32 exp (max relative error < 1e-7; 0 below -87.34, where results would be denormal)."""
     lo, hi = np.float32(-87.33654), np.float32(88.72283)
@@ -72,7 +72,7 @@ def _exp_ov(x):
     return lambda x: np.exp(x)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def _row_max(x, o, acc):
     """Largest element of row o of a 2-D array (NaNs ignored: they propagate through exp anyway).
 
@@ -91,7 +91,7 @@ def _row_max(x, o, acc):
     return m
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def _row_sum(x, o, c, acc):
     """Sum over row o of a 2-D array of (x - c) ** 2 when c is given, else of x, in 16 lanes."""
     n = x.shape[1]
@@ -114,7 +114,7 @@ def _row_sum(x, o, c, acc):
     return s
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def _softmax_row(x, y, o, acc):
     """Row o: y = exp(x - max(x)); returns (sum of y, max(x)) in x's dtype."""
     m = _row_max(x, o, acc)
@@ -347,7 +347,7 @@ def lp_normalize(x, p):
     return out
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def _mean_var(x, r, acc):
     """Mean and biased variance of row r: two passes in the row's dtype (as the reference)."""
     n = x.dtype.type(x.shape[1])

@@ -15,7 +15,7 @@ from numba.np.ufunc.parallel import _launch_threads
 
 _launch_threads()  # registers the threading layer's symbols (num_threads, prange) with LLVM
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 # An int64 zero, and False, for call sites between kernels (the serial call of a part function
 # that the threaded path calls with split_range bounds): a literal 0 argument makes Numba

@@ -31,7 +31,7 @@ from .parallel import I0, LRN_PAR_MIN, POOL_PAR_MIN, num_threads, split_range
 from .simd import (f32x16, lane_op, row_vec, vadd, vbcast, vevens, vload, vmax, vmul, vnext, vodds,
                    vsplat, vstore, vstorem)
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 
 @njit(inline="always", **_JIT)

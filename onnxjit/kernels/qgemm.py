@@ -40,7 +40,7 @@ from . import PRANGE_ONLY
 from .parallel import I0, QGEMM_PAR_MIN_MACS, num_threads, split_range
 from .simd import f32x16, vbcast, vload, vstore, vzero
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 NR = 32
 MR = 6
 MAX_K = 33000

@@ -5,7 +5,7 @@ from numba.extending import intrinsic
 
 from .simd import f32x16, vload, vstore, vzero
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 
 @njit(inline="always", **_JIT)

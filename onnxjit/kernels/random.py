@@ -7,7 +7,7 @@ np.random.uniform draws exactly what numpy.random.RandomState(s).uniform does.
 import numpy as np
 from numba import njit
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 
 @njit(**_JIT)

@@ -17,7 +17,7 @@ from numba import njit, prange
 from . import PRANGE_ONLY
 from .parallel import I0, RESIZE_PAR_MIN, num_threads, split_range
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 
 @njit(**_JIT)

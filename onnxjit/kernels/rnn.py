@@ -12,14 +12,14 @@ import math
 import numpy as np
 from numba import njit
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 # activation codes (ops/rnn.py maps the ONNX names onto these)
 RELU, TANH, SIGMOID, AFFINE, LEAKY_RELU, THRESHOLDED_RELU = 0, 1, 2, 3, 4, 5
 SCALED_TANH, HARD_SIGMOID, ELU, SOFTSIGN, SOFTPLUS = 6, 7, 8, 9, 10
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def act(code, x, alpha, beta):
     """Activation `code` of the float64 `x`."""
     if code == RELU:
@@ -45,7 +45,7 @@ def act(code, x, alpha, beta):
     return math.log1p(math.exp(x)) if x <= 0 else x + math.log1p(math.exp(-x))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def _clip(x, c):
     return min(max(x, -c), c)
 
@@ -68,7 +68,7 @@ def _xw(x, w, bias):
     return out.reshape((seq, nb, w.shape[0]))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def step_index(s, n, reverse):
     """Time index of step `s` of a sequence of length `n`."""
     return n - 1 - s if reverse else s

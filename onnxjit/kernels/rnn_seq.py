@@ -31,7 +31,7 @@ from numba.extending import intrinsic as _intrinsic
 from .rnn import check_lens, aligned, step_index
 from .simd import f32x16, vadd, vbcast, vfma, vload, vmul, vstore, vsub, vzero
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 CV = 8    # vectors per GEMV chunk (8 zmm accumulators)
 SB = 8    # rows per input-projection block
 
@@ -304,7 +304,7 @@ def _gemv_step(hf, hs, rp, init, io, g, xf, xo, ni, wp, bv, xw, side, j, nv):
                 _side1(xf, xo, ni, wp, v * ni * 16, bv, v * 16, xw, (side % 2) * SB * G + v * 16, G)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def _row(s, G):
     """Offset of processing-order row s in the two-block ring of X @ W^T rows."""
     return ((s // SB) % 2) * SB * G + (s % SB) * G

@@ -15,13 +15,13 @@ _I32_MIN = np.int32(-2147483648)
 _I64_MIN = np.int64(-9223372036854775808)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def maximum(a, b):
     """np.maximum: NaN wins."""
     return a if (a >= b or a != a) else b
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def minimum(a, b):
     """np.minimum: NaN wins."""
     return a if (a <= b or a != a) else b
@@ -31,7 +31,7 @@ def minimum(a, b):
 # with uint64, which Numba types as float64). b == -1 is handled apart: MIN // -1 overflows
 # (numpy gives MIN for the quotient, 0 for the remainder).
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def int_div(a, b):
     """Signed integer division truncating toward zero (C, as ONNX Div); 0 when b == 0."""
     if b == 0:
@@ -44,7 +44,7 @@ def int_div(a, b):
     return q
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def uint_div(a, b):
     """Unsigned integer division; 0 when b == 0."""
     if b == 0:
@@ -52,7 +52,7 @@ def uint_div(a, b):
     return a // b
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def int_mod(a, b):
     """np.mod for integers: the remainder takes the divisor's sign; 0 when b == 0."""
     if b == 0 or b == -1:
@@ -60,7 +60,7 @@ def int_mod(a, b):
     return a % b
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def int_fmod(a, b):
     """np.fmod for signed integers: C remainder (sign of the dividend); 0 when b == 0."""
     if b == 0 or b == -1:
@@ -72,7 +72,7 @@ def int_fmod(a, b):
 # values; these make them deterministic, reproducing numpy's results on x86-64 (cvttsd2si
 # yields INT_MIN; types narrower than 32 bits go through int32 and wrap).
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def f2i32(x):
     """float -> int32; NaN / out of range -> INT32_MIN. Narrower targets wrap this."""
     if x >= -2147483648.0 and x < 2147483648.0:
@@ -80,7 +80,7 @@ def f2i32(x):
     return _I32_MIN
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def f2i64(x):
     """float -> int64; NaN / out of range -> INT64_MIN."""
     if x >= -9223372036854775808.0 and x < 9223372036854775808.0:
@@ -88,7 +88,7 @@ def f2i64(x):
     return _I64_MIN
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def f2u32(x):
     """float -> uint32; negatives wrap, too large -> 0, NaN / very negative -> 2**31."""
     if x > -2147483649.0 and x < 4294967296.0:
@@ -98,7 +98,7 @@ def f2u32(x):
     return np.uint32(2147483648)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def f2u64(x):
     """float -> uint64; negatives wrap, too large -> 0, NaN / very negative -> 2**63."""
     if x >= 18446744073709551616.0:
@@ -108,7 +108,7 @@ def f2u64(x):
     return np.uint64(f2i64(x))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def shift_left(a, b, bits):
     """Unsigned a << b in a `bits`-wide type; 0 when b >= bits (undefined in LLVM)."""
     if b >= bits:
@@ -116,7 +116,7 @@ def shift_left(a, b, bits):
     return a << b
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def shift_right(a, b, bits):
     """Unsigned a >> b in a `bits`-wide type; 0 when b >= bits."""
     if b >= bits:
@@ -124,7 +124,7 @@ def shift_right(a, b, bits):
     return a >> b
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def sshift_left(a, b, bits):
     """Signed a << b (int64 operands) wrapping in `bits` bits; 0 when b is out of [0, bits)."""
     if b < 0 or b >= bits:
@@ -132,7 +132,7 @@ def sshift_left(a, b, bits):
     return a << b
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def sshift_right(a, b, bits):
     """Arithmetic a >> b (int64 operands); out-of-range b gives the sign fill, -1 or 0."""
     if b < 0 or b >= bits:
@@ -140,7 +140,7 @@ def sshift_right(a, b, bits):
     return a >> b
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def sigmoid(x):
     """1 / (1 + exp(-x)) without overflow for large |x| (computes in float64)."""
     if x >= 0:
@@ -149,7 +149,7 @@ def sigmoid(x):
     return e / (1.0 + e)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def _round_to_precision(x, bits, min_exponent, largest):
     """x rounded to a float with `bits` of significand (ties to even), as float32."""
     a = abs(np.float64(x))
@@ -163,19 +163,19 @@ def _round_to_precision(x, bits, min_exponent, largest):
     return np.float32(r if x > 0 else -r)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def round_f16(x):
     """x rounded to float16 (held in float32): 11-bit significand, subnormals down to 2**-24."""
     return _round_to_precision(x, 11, -24, 65504.0)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def round_bf16(x):
     """x rounded to bfloat16 (held in float32): 8-bit significand."""
     return _round_to_precision(x, 8, -133, 3.3895313892515355e38)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def erf_f32(a):
     """erf for float32 as a rational function on [-4, 4] (beyond, erf is +-1 in float32):
     no libm call, so fused loops vectorize. Max abs error ~4e-7; NaN propagates."""
@@ -212,7 +212,7 @@ _P3, _P4, _P5 = np.float32(4.1665795894e-2), np.float32(1.6666665459e-1), np.flo
 _I127 = np.int32(127)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def exp_f32(x):
     """exp of a float32 (Cephes expf: 2^n * p(r), ~2 ulp; x clamped to [-87.3, 88.4], so
     the result stays finite and normal; NaN stays NaN). Branch-free: a fused loop vectorizes."""
@@ -228,7 +228,7 @@ def exp_f32(x):
 _INF32, _EXP_MAX = np.float32(np.inf), np.float32(88.72283)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", no_cfunc_wrapper=True)
 def sigmoid_f32(x):
     """1 / (1 + exp(-x)) of a float32, vectorizable (see exp_f32); within ~3 ulp; exactly 0
     where exp(-x) overflows (x < -88.7, -inf), 1 for large x, NaN for NaN."""

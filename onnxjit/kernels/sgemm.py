@@ -36,7 +36,7 @@ from .parallel import I0, NO, PAR_MIN_MACS, num_threads, split_range
 from .simd import (LANES, has_avx512, vadd, vload, vloadm, vrelu_if, vsplat, vstore, vstorem,
                    vtranspose16, vzero)
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 NR = 32  # columns per packed panel / micro-kernel
 NR64 = np.int64(NR)   # NR as an int64 for call sites (parallel.I0 says why; one compile each)

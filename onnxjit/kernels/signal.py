@@ -6,7 +6,7 @@ in float64 over a twiddle table; the cost is O(n^2) per line, fine for window-si
 import numpy as np
 from numba import njit
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 
 @njit(**_JIT)

@@ -28,7 +28,7 @@ from numba.extending import intrinsic, register_model
 
 LANES = 16  # float32 lanes of the explicit vector type F32x16 (one zmm register)
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 
 class F32x16Type(types.Type):

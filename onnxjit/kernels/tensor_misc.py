@@ -3,7 +3,7 @@ Det and CumProd. Index-taking kernels check every index and raise IndexError."""
 import numpy as np
 from numba import njit
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 
 @njit(**_JIT)

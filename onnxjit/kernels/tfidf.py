@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 TF, IDF, TFIDF = 0, 1, 2
 
 

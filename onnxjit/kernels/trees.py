@@ -22,7 +22,7 @@ from numba import njit, prange
 from . import PRANGE_ONLY
 from .parallel import I0, num_threads
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 BLOCK = 64                 # rows walked together through one tree
 PAR_MIN_ROWS = 4 * BLOCK   # from this many rows the row blocks split over threads

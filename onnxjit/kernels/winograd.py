@@ -40,7 +40,7 @@ from .microkernels import ck1, ck4, ck8, ck12
 from .parallel import I0, NO, WINOGRAD_PAR_MIN_MACS, num_threads, split_range
 from .sgemm import NR64
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 
 # Filter transforms G (alpha x 3) for interpolation points {0, 1, -1, (2, -2,) inf}.
 _G = {
