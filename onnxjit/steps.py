@@ -306,7 +306,9 @@ def render(e, names):
     if isinstance(e, (Param, Src)):
         return str(e)
     if isinstance(e, Call):
-        args = [r(a) for a in e.args] + [f"{k}={r(v)}" for k, v in e.keywords]
+        arg = kernel_arg if e.library_module else r
+        args = [arg(a, names) if arg is kernel_arg else r(a) for a in e.args]
+        args += [f"{k}={arg(v, names) if arg is kernel_arg else r(v)}" for k, v in e.keywords]
         return f"{e.owner}.{e.function}({', '.join(args)})"
     if isinstance(e, Method):
         return f"{r(e.obj)}.{e.name}({', '.join(map(r, e.args))})"
@@ -333,6 +335,37 @@ def render_arg(arg, names):
     return names[arg] if isinstance(arg, int) else str(arg)
 
 
+def kernel_arg(arg, names):
+    """Source of one argument of a library kernel called from compiled code: as `render_arg`
+    (or `render`, for an Expr), except that integers are written `__np.int64(8)`.
+
+    Numba types an integer constant in compiled code as a literal (`Literal[int](8)`), and a
+    dispatcher called with a literal compiles a specialization for that value: every model
+    size then compiled its own copy of a heavy kernel (sgemm_packed had seven, one per `n`),
+    where the Python driver's calls, which pass plain ints, share one int64 specialization.
+    Bools stay literal: kernels prune branches on them."""
+    if isinstance(arg, int) and not isinstance(arg, bool):
+        return names[arg]
+    if isinstance(arg, Param) and arg.source is None and _has_int(arg.value):
+        return _int64_lit(arg.value)
+    return render(arg, names) if isinstance(arg, Expr) else str(arg)
+
+
+def _has_int(value):
+    if isinstance(value, tuple):
+        return any(_has_int(v) for v in value)
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _int64_lit(value):
+    if isinstance(value, tuple):
+        items = [_int64_lit(v) for v in value]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return f"__np.int64({int(value)})"
+    return lit(value)
+
+
 @dataclass(eq=False)
 class LibraryCall:
     """`__k_<module>.<function>(args...)`."""
@@ -342,7 +375,7 @@ class LibraryCall:
 
     def render(self, names):
         module, function = self.kernel
-        return f"__k_{module}.{function}({', '.join(render_arg(a, names) for a in self.args)})"
+        return f"__k_{module}.{function}({', '.join(kernel_arg(a, names) for a in self.args)})"
 
     @property
     def modules(self):

@@ -35,7 +35,7 @@ S0, S1 = E.slot(0), E.slot(1)
 
 @pytest.mark.parametrize("expr,kind,text,modules,calls", [
     (E.lib("pool", "maxpool", S0, (3, 3), 1.5, None), LibraryCall,
-     "__k_pool.maxpool(t0, (3, 3), 1.5, None)", {"pool"}, 1),
+     "__k_pool.maxpool(t0, (__np.int64(3), __np.int64(3)), 1.5, None)", {"pool"}, 1),
     (E.lib("reduce", "cumulative", S0, S1, True, False), ArrayExpr,          # bools stay literal
      "__k_reduce.cumulative(t0, t1, True, False)", {"reduce"}, 1),
     (E.lib("resize", "nearest", S0, E.scalar(0.5, np.float32)), ArrayExpr,    # source argument
@@ -44,7 +44,7 @@ S0, S1 = E.slot(0), E.slot(1)
      "__k_tensor_misc.det(__np.ascontiguousarray(t0).reshape((6, 4))).reshape((2, 3))",
      {"tensor_misc"}, 1),
     (E.lib("normalization", "reshape3", E.lib("normalization", "layer_norm", S0)[0], (2,)),
-     ArrayExpr, "__k_normalization.reshape3(__k_normalization.layer_norm(t0)[0], (2,))",
+     ArrayExpr, "__k_normalization.reshape3(__k_normalization.layer_norm(t0)[0], (__np.int64(2),))",
      {"normalization"}, 2),
     (E.numpy("full", (2, 3), E.scalar(1.5, np.float32)), ArrayExpr,
      "__np.full((2, 3), __np.float32(1.5))", set(), 0),
@@ -52,7 +52,8 @@ S0, S1 = E.slot(0), E.slot(1)
      "__np.concatenate((t0, t1), axis=1)", set(), 0),
     (E.lib("movement", "concat", E.tuple_of(E.contiguous(S0), S1, trailing_comma=True), 2,
            (2, 6)), Movement,
-     "__k_movement.concat((__np.ascontiguousarray(t0), t1,), 2, (2, 6))", {"movement"}, 1),
+     "__k_movement.concat((__np.ascontiguousarray(t0), t1,), __np.int64(2), "
+     "(__np.int64(2), __np.int64(6)))", {"movement"}, 1),
     (E.contiguous(S0[:, 0:2, 3:E.NONE:-1, ::2, 0]), Movement,
      "__np.ascontiguousarray(t0[:, 0:2, 3:None:-1, ::2, 0])", set(), 0),
     (E.contiguous(S0).reshape((4,)).view(E.dtype(np.int32)), ArrayExpr,
@@ -65,6 +66,20 @@ def test_classification_rendering_and_modules(expr, kind, text, modules, calls):
     assert type(got) is kind
     assert got.render(names(2)) == text
     assert set(got.modules) == modules and got.library_calls == calls
+
+
+def test_library_calls_in_compiled_code_pass_int64_not_literals():
+    """A library kernel called from compiled code with a literal int would compile one
+    specialization per value; ints are written as int64, bools and floats as they are."""
+    call = op(E.lib("sgemm", "sgemm_packed", S0, S1, 8, None, True, (1, 2.5, (3,))))
+    text = call.render(["x", "w"])
+    assert text == ("__k_sgemm.sgemm_packed(x, w, __np.int64(8), None, True, "
+                    "(__np.int64(1), 2.5, (__np.int64(3),)))")
+    tree = ast.parse(text, mode="eval")
+    ints = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is int]
+    wrapped = [n.args[0] for n in ast.walk(tree) if isinstance(n, ast.Call)
+               and isinstance(n.func, ast.Attribute) and n.func.attr == "int64"]
+    assert ints and all(any(i is w for w in wrapped) for i in ints)
 
 
 def test_library_call_arguments():
