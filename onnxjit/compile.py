@@ -225,7 +225,7 @@ def library_calls_cached(module, segments, values):
 
 def compile_ahead(module, segments, values, progress=None, claims=None):
     """A compile worker's share of compile_segments: in order, every call that links a library
-    kernel, then every other compiled call, whose source file no process has claimed, for the
+    kernel, then every other compiled call, whose source file no process has claimed (Claims), for the
     types the plan predicts
     (`values` {identifier: Value}, C arrays), so that several workers share one graph's calls
     like a work queue. A wrong guess costs only time: the exact pass (compile_segments) then
@@ -242,7 +242,7 @@ def compile_ahead(module, segments, values, progress=None, claims=None):
             signature = _predicted_signature(dispatcher, seg, predicted)
         except KeyError:
             continue
-        if load_cached(dispatcher, signature) or (claims and not claims.take(dispatcher)):
+        if load_cached(dispatcher, signature) or (claims and not claims.take(dispatcher, True)):
             continue
         try:
             if progress is not None:
@@ -252,16 +252,24 @@ def compile_ahead(module, segments, values, progress=None, claims=None):
             pass
         finally:
             if claims is not None:
-                claims.release(dispatcher)
+                claims.release(dispatcher, True)
 
 
 class Claims:
     """Lock files (in the temporary folder) that keep the processes of one machine (compile workers,
-    pytest-xdist workers, two users' scripts) from compiling functions of one source file at
-    once: they would do the work twice (a kernel module's entry points share their heavy
-    callees: max and average pooling one chain), and Numba's cache index, rewritten whole by
-    each, could lose one of their signatures. One claim per file; a process waits for a claim
-    only before taking one, never while holding one, so none waits on another in a circle."""
+    pytest-xdist workers, two users' scripts) from compiling the same code at once: they would
+    do the work twice, and Numba's cache index of a function, rewritten whole by each, could
+    lose one of their signatures. A process waits for a claim only before taking one, never
+    while holding one, so none waits on another in a circle.
+
+    Two scopes. A compile worker's work queue (`compile_ahead`) claims a whole source file and
+    skips a file someone works in: a kernel module's entry points share their heavy callees
+    (max and average pooling one chain), which each would compile again, and the worker has
+    other calls to take meanwhile. A process that needs one function now (`_compile_claimed`:
+    a prepare, an xdist worker) claims only that function (file and qualified name), and waits
+    while a worker holds the file or another process the function: it does not wait on other
+    functions of the file. (With file claims everywhere, an xdist worker slept while the other
+    compiled an unrelated entry of movement.py or pool.py.)"""
 
     def __init__(self, folder=None):
         # one folder for the machine: the library kernels' machine code lives beside their
@@ -269,28 +277,52 @@ class Claims:
         self.folder = folder or os.path.join(tempfile.gettempdir(), f"onnxjit-claims-{os.getuid()}")
         os.makedirs(self.folder, exist_ok=True)
 
-    def path(self, dispatcher):
-        where = os.path.abspath(inspect.getsourcefile(dispatcher.py_func))
-        return os.path.join(self.folder, hashlib.sha256(where.encode()).hexdigest()[:32])
+    def path(self, dispatcher, whole_file=False):
+        func = dispatcher.py_func
+        where = _digest(os.path.abspath(inspect.getsourcefile(func)))
+        return os.path.join(self.folder, where if whole_file else f"{where}.{_digest(func.__qualname__)}")
 
-    def take(self, dispatcher):
-        """True when this process now holds the function's claim (a dead holder's is taken)."""
-        path = self.path(dispatcher)
-        for _ in range(2):
-            try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                if _holder_alive(path):
-                    return False
-                _remove(path)
-                continue
-            with os.fdopen(fd, "w") as f:
-                f.write(str(os.getpid()))
-            return True
-        return False
+    def take(self, dispatcher, whole_file=False):
+        """True when this process now holds the function's (or its whole file's) claim; a dead
+        holder's is taken."""
+        path = self.path(dispatcher, whole_file)
+        if not whole_file and _held(self.path(dispatcher, whole_file=True)):
+            return False
+        if not _create(path):
+            return False
+        if whole_file and any(_held(os.path.join(self.folder, f))
+                              for f in os.listdir(self.folder)
+                              if f.startswith(os.path.basename(path) + ".")):
+            _remove(path)     # a process is compiling one of the file's functions
+            return False
+        return True
 
-    def release(self, dispatcher):
-        _remove(self.path(dispatcher))
+    def release(self, dispatcher, whole_file=False):
+        _remove(self.path(dispatcher, whole_file))
+
+
+def _digest(text):
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _create(path):
+    """Create the claim file `path` holding this pid; False when a live process holds it."""
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            if _holder_alive(path):
+                return False
+            _remove(path)
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        return True
+    return False
+
+
+def _held(path):
+    return os.path.exists(path) and _holder_alive(path)
 
 
 def machine_slot():

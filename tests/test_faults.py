@@ -362,3 +362,30 @@ def test_read_only_probe_refuses_writes(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, FAULTS_READ_ONLY=str(folder)),
                           capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == str(errno.EROFS), proc.stderr
+
+
+def test_claims_scopes(tmp_path):
+    """A worker's file claim and a process's function claims exclude each other; two functions
+    of one file are claimed side by side; a dead holder's claim is taken."""
+    from onnxjit.compile import Claims
+    from onnxjit.kernels import pool
+
+    a, b = Claims(str(tmp_path)), Claims(str(tmp_path))
+    f1, f2 = pool.maxpool_flat, pool.avgpool_flat
+    assert a.take(f1)
+    assert not b.take(f1)                       # the same function: wait
+    assert b.take(f2)                           # another function of the file: side by side
+    assert not a.take(f1, whole_file=True)      # a worker skips a file somebody works in
+    a.release(f1)
+    b.release(f2)
+    assert a.take(f1, whole_file=True)
+    assert not b.take(f2)                       # a worker holds the file
+    a.release(f1, whole_file=True)
+    assert b.take(f2)
+    b.release(f2)
+    # a claim whose holder is gone is taken
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    with open(a.path(f1), "w") as fh:
+        fh.write(dead)
+    assert b.take(f1)
