@@ -21,9 +21,11 @@ def test_driver_runs_movement_as_shared_kernels():
     with open(compiled.path) as f:
         module = f.read()
     assert "def run_graph(" in module and "@__njit" not in module and "segment_" not in module
-    assert re.search(r"= call_\d+_concat\(t\d+, in_x, 1, \(1, 4, 6, 6\)\)  "
-                     r"# __k_movement\.concat\(\(__np\.ascontiguousarray\(t\d+\), "
-                     r"__np\.ascontiguousarray\(in_x\),\), 1, \(1, 4, 6, 6\)\)",
+    assert re.search(r"= call_\d+_concat\(t\d+, \(1, 72\), in_x, \(1, 72\), \(1, 4, 6, 6\)\)  "
+                     r"# __k_movement\.concat\(\("
+                     r"__np\.ascontiguousarray\(t\d+\)\.reshape\(\(1, 72\)\), "
+                     r"__np\.ascontiguousarray\(in_x\)\.reshape\(\(1, 72\)\),\)\)"
+                     r"\.reshape\(\(1, 4, 6, 6\)\)",
                      module)                               # numbers as arguments; the original
     concat = [k.name for k in compiled.kernels if k.name.endswith("_concat")]
     assert len(concat) == 12
@@ -32,8 +34,8 @@ def test_driver_runs_movement_as_shared_kernels():
     (kernel,) = shared
     # ... compiled once for this model's rank (other tests' models may share it, other ranks)
     assert len([s for s in kernel.signatures if s[-1].count == 4]) == 1
-    assert ("__k_movement.concat((__np.ascontiguousarray(a0), __np.ascontiguousarray(a1)), "
-            "p0, p1)") in rep.source()
+    assert ("__k_movement.concat((__np.ascontiguousarray(a0).reshape(p0), "
+            "__np.ascontiguousarray(a1).reshape(p1))).reshape(p2)") in rep.source()
 
 
 def test_small_graphs_keep_movement_inline(njit_entry):

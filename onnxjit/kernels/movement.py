@@ -12,42 +12,50 @@ from .simd import LANES, vload, vstore, vtranspose16
 from . import JIT as _JIT
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def concat(xs, outer, shape):
-    """ONNX Concat of a tuple of C-contiguous arrays of one rank and dtype (shapes checked at
-    prepare time) along the axis before which the shape multiplies to `outer`, as an array of
-    `shape`: each of the output's `outer` rows is the inputs' rows one after another.  Several
-    Numba threads each copy a part of every row (or whole rows, when there are many) once the
-    output is large."""
-    k = len(xs)
-    widths = np.empty(k, np.int64)
-    total = 0
-    for i in range(k):
-        widths[i] = xs[i].size // outer if outer > 0 else 0
-        total += widths[i]
-    y = np.empty(outer * total, xs[0].dtype)
-    nt = num_threads() if outer * total >= CONCAT_PAR_MIN else 1
+def concat(xs):
+    """ONNX Concat as 2-D copies: `xs` is a tuple of C-contiguous (outer, width) arrays of one
+    dtype (each input viewed as the product of its dims before the axis by the product of the
+    rest; the lowering reshapes them, for free), the result the (outer, sum of widths) array whose
+    rows are the inputs' rows one after another.  Whatever the rank, one specialization per
+    dtype and number of inputs; the copy itself (`_concat_part`) one per dtype.  Several Numba
+    threads each copy a part of every row (or whole rows, when there are many) once the output
+    is large."""
+    outer = np.int64(xs[0].shape[0])
+    total = np.int64(0)
+    for i in range(len(xs)):
+        total += xs[i].shape[1]
+    y = np.empty((outer, total), xs[0].dtype)
+    nt = np.int64(num_threads()) if outer * total >= CONCAT_PAR_MIN else np.int64(1)
     if nt > 1:
         for t in prange(nt):
-            _concat_part(xs, y, outer, widths, total, t, nt)
+            at = np.int64(0)
+            for i in range(len(xs)):
+                _concat_part(xs[i], y, at, np.int64(t), nt)
+                at += xs[i].shape[1]
     else:
-        _concat_part(xs, y, outer, widths, total, I0, 1)
-    return y.reshape(shape)
+        at = np.int64(0)
+        for i in range(len(xs)):
+            _concat_part(xs[i], y, at, I0, nt)
+            at += xs[i].shape[1]
+    return y
 
 
 @njit(**_JIT)
-def _concat_part(xs, y, outer, widths, total, t, nt):
-    """Part t of nt of concat's copy: rows t/nt of the way when there are at least 4 per
-    thread, else that part of every input's run in every row."""
-    by_rows = outer >= 4 * nt
-    r0, r1 = split_range(outer, nt, t, 1) if by_rows else (0, outer)
-    at = 0
-    for i in range(len(xs)):
-        xf = xs[i].reshape(xs[i].size)
-        w = widths[i]
-        a0, a1 = (0, w) if by_rows else split_range(w, nt, t, 16)
-        for r in range(r0, r1):
-            copy_run(y, r * total + at + a0, xf, r * w + a0, a1 - a0, 1)
-        at += w
+def _concat_part(x, y, at, t, nt):
+    """Part t of nt of copying x (outer, w) into columns [at, at + w) of y: rows t/nt of the way
+    when there are at least 4 per thread, else that part of every row.  Every int an int64
+    (never a literal or the parallel loop's unsigned index): one specialization per dtype."""
+    outer, w = x.shape
+    total = y.shape[1]
+    xf, yf = x.reshape(x.size), y.reshape(y.size)
+    if outer >= 4 * nt:
+        r0, r1 = split_range(outer, nt, t, 1)
+        a0, a1 = np.int64(0), w
+    else:
+        r0, r1 = np.int64(0), outer
+        a0, a1 = split_range(w, nt, t, 16)
+    for r in range(r0, r1):
+        copy_run(yf, r * total + at + a0, xf, r * w + a0, a1 - a0, 1)
 
 
 @njit(**_JIT)

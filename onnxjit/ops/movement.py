@@ -312,10 +312,12 @@ def Concat(ctx, *xs, axis=1):
         return xs[0]
     shape = xs[0].shape[:axis] + (sum(x.shape[axis] for x in xs),) + xs[0].shape[axis + 1:]
     if np.dtype(xs[0].dtype).kind in "biufc":
-        # onnxjit's copy (threads share large outputs) of C-contiguous inputs: one tuple type
-        parts = E.tuple_of(*map(E.contiguous, xs), trailing_comma=True)
-        outer = int(np.prod(shape[:axis], dtype=np.int64))
-        return ctx.call(E.lib("movement", "concat", parts, outer, shape), *xs,
+        # onnxjit's copy (threads share large outputs) of each input as its C-contiguous
+        # (outer, width) view, a free reshape: the kernel's types do not depend on the rank
+        outer = prod(shape[:axis])
+        parts = E.tuple_of(*(E.contiguous(x).reshape((outer, prod(x.shape[axis:]))) for x in xs),
+                           trailing_comma=True)
+        return ctx.call(E.lib("movement", "concat", parts).reshape(shape), *xs,
                         shape=shape, dtype=xs[0].dtype)
     return ctx.call(E.numpy("concatenate", tuple(xs), axis=axis), *xs,
                     shape=shape, dtype=xs[0].dtype)
