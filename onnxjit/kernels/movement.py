@@ -156,15 +156,23 @@ def _tiles_impl(xf, o, rows, cols, y):
     return lambda xf, o, rows, cols, y: _transpose_tiles(xf, o, rows, cols, y)
 
 
+# The rank of movement.transpose's `shape` and `perm`: the lowering merges the axes that stay
+# adjacent, drops size-1 axes and pads to this rank with leading size-1 axes
+# (ops.movement.canonical_transpose), so the transposes of a dtype and input rank are one
+# specialization whatever their permutations (merged ranks above it, rare, keep their own).
+TRANSPOSE_RANK = 4
+
+
 @njit(**_JIT)
 def transpose(x, shape, perm, out_shape):
     """x read as a C array of `shape`, its axes permuted by `perm`, as a new C array of
     out_shape (the same elements in the permuted order).
 
-    The lowering merges axes that stay adjacent and drops size-1 axes first
-    (``ops.movement.merged_transpose``), so `shape` is short; when the last axis stays last
-    (ShuffleNet's channel shuffle, attention's head split), each output row is one contiguous
-    run of x, copied as such; otherwise elements are gathered with the input stride.
+    The lowering merges axes that stay adjacent, drops size-1 axes and pads with leading
+    size-1 axes to TRANSPOSE_RANK (``ops.movement.canonical_transpose``).  A (batch of) 2-D
+    transpose(s) is copied in tiles; when the last axis stays last (ShuffleNet's channel
+    shuffle, attention's head split), each output row is one contiguous run of x, copied as
+    such; otherwise elements are gathered with the input stride.
     """
     r = len(shape)
     xf = np.ascontiguousarray(x).reshape(x.size)
@@ -176,10 +184,12 @@ def transpose(x, shape, perm, out_shape):
         raise ValueError("transpose: shape does not match x")
     if size == 0:
         return y.reshape(out_shape)
-    if (r == 2 and perm[0] == 1) or (r == 3 and perm[0] == 0 and perm[1] == 2):
-        # a (batch of) 2-D transpose(s): in tiles, so that each cache line of x and y read or
-        # written serves a whole tile row, not one element; float32 tiles transposed in
-        # registers (128x256: 33 -> 4 us; attention's K^T)
+    # a (batch of) 2-D transpose(s), merged (1, 0) or (0, 2, 1), padded (0, 1, 3, 2): in tiles,
+    # so that each cache line of x and y read or written serves a whole tile row, not one
+    # element; float32 tiles transposed in registers (128x256: 33 -> 4 us; attention's K^T).
+    # Constant indices: perm indexed in a loop here made the gather below 10-25% slower.
+    if ((r == 2 and perm[0] == 1) or (r == 3 and perm[0] == 0 and perm[1] == 2)
+            or (r == 4 and perm[0] == 0 and perm[1] == 1 and perm[2] == 3)):
         rows, cols = shape[r - 2], shape[r - 1]
         for b in range(size // (rows * cols)):
             _tiles(xf, b * rows * cols, rows, cols, y)

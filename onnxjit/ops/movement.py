@@ -10,6 +10,7 @@ import numpy as np
 from .. import scalar_expr as S
 from .. import steps as E
 from ..ir import compute_dtype, tensor_dtype
+from ..kernels.movement import TRANSPOSE_RANK
 from ..registry import register
 
 
@@ -225,8 +226,9 @@ def Unsqueeze(ctx, x, axes):
 # -- transposes ----------------------------------------------------------------------------------
 def transpose(ctx, x, perm):
     """x with its axes permuted: a reshape when the permutation only moves size-1 axes, else
-    one call of kernels/movement.transpose on the merged axes.  The step's meta records the
-    permutation (ops/nn.py lets a MatMul read a transposed operand in place)."""
+    one call of kernels/movement.transpose on the merged axes, padded to its canonical rank
+    (`canonical_transpose`).  The step's meta records the permutation (ops/nn.py lets a MatMul
+    read a transposed operand in place)."""
     shape = tuple(x.shape[p] for p in perm)
     if list(perm) == list(range(x.rank)):
         return x
@@ -235,8 +237,17 @@ def transpose(ctx, x, perm):
     if mperm == tuple(range(len(mperm))):
         return ctx.call(E.contiguous(x).reshape(shape), shape=shape, dtype=x.dtype, view=True,
                         meta=meta)
+    merged, mperm = canonical_transpose(merged, mperm)
     return ctx.kernel(("movement", "transpose"), x, merged, mperm, shape, shape=shape,
                       dtype=x.dtype, meta=meta)
+
+
+def canonical_transpose(shape, perm, rank=TRANSPOSE_RANK):
+    """(shape, perm) padded with leading size-1 axes to `rank` (or left as they are when
+    longer): kernels/movement.transpose then compiles once per dtype and input rank, not once
+    more per merged rank: (4, 28, 3136) by (1, 0, 2) is (1, 4, 28, 3136) by (0, 2, 1, 3)."""
+    pad = max(0, rank - len(shape))
+    return (1,) * pad + tuple(shape), tuple(range(pad)) + tuple(p + pad for p in perm)
 
 
 def merged_transpose(shape, perm):

@@ -275,7 +275,8 @@ def test_transpose_kernel(shape, perm, dtype):
     """Transpose through the merged-axes kernel (or a reshape) against ReferenceEvaluator."""
     from onnx.reference import ReferenceEvaluator
 
-    from onnxjit.ops.movement import merged_transpose
+    from onnxjit.kernels.movement import TRANSPOSE_RANK
+    from onnxjit.ops.movement import canonical_transpose, merged_transpose
     rng = np.random.default_rng(len(shape))
     x = (rng.standard_normal(shape) > 0 if dtype == np.bool_
          else (rng.standard_normal(shape) * 10).astype(dtype))
@@ -287,6 +288,9 @@ def test_transpose_kernel(shape, perm, dtype):
     merged, mperm = merged_transpose(shape, perm)
     assert int(np.prod(merged)) == x.size and sorted(mperm) == list(range(len(merged)))
     np.testing.assert_array_equal(np.transpose(x.reshape(merged), mperm).reshape(want.shape), want)
+    padded, pperm = canonical_transpose(merged, mperm)      # what the kernel is handed
+    assert len(padded) == len(pperm) == max(TRANSPOSE_RANK, len(merged))
+    np.testing.assert_array_equal(np.transpose(x.reshape(padded), pperm).reshape(want.shape), want)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
