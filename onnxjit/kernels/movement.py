@@ -50,12 +50,12 @@ def _concat_part(x, y, at, t, nt):
     xf, yf = x.reshape(x.size), y.reshape(y.size)
     if outer >= 4 * nt:
         r0, r1 = split_range(outer, nt, t, 1)
-        a0, a1 = np.int64(0), w
+        for r in range(r0, r1):
+            copy_run(yf, r * total + at, xf, r * w, w, 1)
     else:
-        r0, r1 = np.int64(0), outer
         a0, a1 = split_range(w, nt, t, 16)
-    for r in range(r0, r1):
-        copy_run(yf, r * total + at + a0, xf, r * w + a0, a1 - a0, 1)
+        for r in range(outer):
+            copy_run(yf, r * total + at + a0, xf, r * w + a0, a1 - a0, 1)
 
 
 @njit(**_JIT)
