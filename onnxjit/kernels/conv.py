@@ -330,14 +330,15 @@ def _flat_opt(r):
 def _epilogue(yf, off, ld, rows, cols, b, m0, act, rf=None):
     """In place on a block of flat y: y[off + m*ld + p] = act(y + b[m0 + m] (+ rf[same])).
 
-    m < rows, p < cols; act 0 is none, 1 Relu; rf (optional residual) is indexed like yf.
+    m < rows, p < cols; act 0 is none, 1 Relu; rf (optional residual) is indexed like yf, and
+    an empty one is none.
     """
     zero = yf.dtype.type(0)
     uc = np.uint64(cols)
     for m in range(rows):
         bm = yf.dtype.type(b[m0 + m])
         o = np.uint64(off + m * ld)
-        if rf is not None:
+        if rf is not None and rf.size != 0:
             if act == 1:
                 for p in range(uc):
                     v = yf[o + p] + bm + rf[o + p]
@@ -468,7 +469,9 @@ def _conv5(x, w, b, s3, p6, d3, group, act, res):
 def conv(x, w, b, strides, pads, dilations, group, act=0, res=None):
     """ONNX Conv: x (N,C,*S), w (M,C/group,*K), b (M,) -> (N,M,*O); 1-3 spatial dims.
 
-    Fused epilogue: y = act(conv + b + res); act 0 is none, 1 Relu; res (optional) has y's shape.
+    Fused epilogue: y = act(conv + b + res); act 0 is none, 1 Relu; res (optional) has y's shape,
+    and an empty one is none.  The lowerings call it in the canonical form (kernels/shapes.py:
+    5-D x, w and res, 3-entry geometry, act and res given), one compiled signature per dtype.
     """
     y = _conv5(as5d(x), as5d(w), b, tup3(strides, 1), pads6(pads), tup3(dilations, 1), group,
                act, opt5(res))

@@ -2,11 +2,12 @@
 
 Windowed pools take x (N, C, *S) with 1..3 spatial dims, ``kernel``/``strides``/
 ``dilations``/``out_shape`` k-tuples and ``pads`` a 2k-tuple (begin..., end...), all from
-``shapes.pool_geometry`` (which also resolves auto_pad and ceil_mode).  Taps outside the
-input are skipped, which equals -inf padding for MaxPool; AveragePool divides by the number
-of taps inside the input (count_include_pad=0) or inside [-pad_begin, S+pad_end) (=1), and a
-window with no counted tap gives NaN.  MaxPool propagates NaN (np.maximum semantics).  Arrays
-must be C-contiguous.
+``shapes.pool_geometry`` (which also resolves auto_pad and ceil_mode); the lowerings pass the
+canonical form, k = 3 (5-D x, ``shapes.window3``), so each entry compiles once per dtype.
+Taps outside the input are skipped, which equals -inf padding for MaxPool; AveragePool divides
+by the number of taps inside the input (count_include_pad=0) or inside [-pad_begin,
+S+pad_end) (=1), and a window with no counted tap gives NaN.  MaxPool propagates NaN
+(np.maximum semantics).  Arrays must be C-contiguous.
 
 MaxPool and AveragePool have one of four schemes, picked at lowering (``scheme``; one entry
 per pool and scheme, ``maxpool_rows`` ...), all built from long flat
@@ -28,6 +29,7 @@ from numba.extending import intrinsic, overload
 from . import PRANGE_ONLY
 from .conv import copy_run, as5d, from5d, pads6, put_window, span, tup3
 from .parallel import I0, LRN_PAR_MIN, POOL_PAR_MIN, num_threads, split_range
+from .shapes import shape5, window3
 from .simd import (f32x16, lane_op, row_vec, vadd, vbcast, vevens, vload, vmax, vmul, vnext, vodds,
                    vsplat, vstore, vstorem)
 
@@ -802,15 +804,23 @@ AVGPOOL = {"whole": avgpool_whole, "same": avgpool_same, "rows": avgpool_rows,
 
 
 def maxpool(x, kernel, strides, pads, dilations, out_shape):
-    """ONNX MaxPool output Y, from Python (tests, the Python driver): the scheme's entry."""
+    """ONNX MaxPool output Y, from Python (tests, tools), called as the lowering calls it: the
+    scheme's entry on the canonical form (5-D x, 3-entry geometry: shapes.shape5, window3),
+    its result in x's rank."""
     name = scheme(x.shape, x.dtype, kernel, strides, pads, dilations, out_shape)
-    return MAXPOOL[name](x, kernel, strides, pads, dilations, out_shape)
+    y = MAXPOOL[name](x.reshape(shape5(x.shape)),
+                      *window3(kernel, strides, pads, dilations, out_shape))
+    return y.reshape(x.shape[:2] + tuple(out_shape))
 
 
 def avgpool(x, kernel, strides, pads, dilations, out_shape, count_include_pad):
-    """ONNX AveragePool from Python (tests, the Python driver): the scheme's entry."""
+    """ONNX AveragePool from Python (tests, tools), called as the lowering calls it (see
+    maxpool)."""
     name = scheme(x.shape, x.dtype, kernel, strides, pads, dilations, out_shape)
-    return AVGPOOL[name](x, kernel, strides, pads, dilations, out_shape, count_include_pad)
+    y = AVGPOOL[name](x.reshape(shape5(x.shape)),
+                      *window3(kernel, strides, pads, dilations, out_shape),
+                      int(count_include_pad))
+    return y.reshape(x.shape[:2] + tuple(out_shape))
 
 
 @njit(**_JIT)
@@ -900,7 +910,7 @@ def lrn(x, size, alpha, beta, bias):
             p0, p1 = split_range(planes, nt, t, 1)
             _lrn_planes(xf, y, C, P, size, alpha, beta, bias, p0, p1)
     else:
-        _lrn_planes(xf, y, C, P, size, alpha, beta, bias, 0, N * C)
+        _lrn_planes(xf, y, C, P, size, alpha, beta, bias, I0, N * C)   # I0: no Literal[int]
     return from5d(y.reshape(x5.shape), x)
 
 

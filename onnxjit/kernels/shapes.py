@@ -167,6 +167,40 @@ def conv_transpose_geometry(auto_pad, in_spatial, kernel, strides=None, dilation
     return strides, p, dilations, tuple(full[i] - p[i] - p[k + i] for i in range(k))
 
 
+# ---------------------------------------------------------------- canonical 5-D form
+# The pool and Conv kernels compile once per argument types, and an array's rank and a tuple's
+# length are part of them: the lowerings hand every 1-D, 2-D and 3-D case over as (N, C, D, H, W)
+# with leading spatial dims of 1 and 3-entry geometry (kernel 1, stride 1, dilation 1, pads 0
+# on the added dims), so each kernel compiles one signature per dtype (docs/design.md).
+def shape5(shape) -> tuple[int, ...]:
+    """(N, C, *S) with 1..3 spatial dims as the canonical (N, C, D, H, W)."""
+    shape = tuple(int(d) for d in shape)
+    if not 3 <= len(shape) <= 5:
+        raise ValueError(f"expected (N, C) and 1 to 3 spatial dims, got {list(shape)}")
+    return shape[:2] + (1,) * (5 - len(shape)) + shape[2:]
+
+
+def spatial3(v, fill: int = 1) -> tuple[int, ...]:
+    """A spatial tuple of 1..3 entries left-padded with `fill` to 3 (kernel, strides,
+    dilations, output sizes)."""
+    v = tuple(int(i) for i in v)
+    return (int(fill),) * (3 - len(v)) + v
+
+
+def pads6(pads) -> tuple[int, ...]:
+    """(begin..., end...) pads of 1..3 spatial dims as the 6 of (D, H, W), zeros added."""
+    pads = tuple(int(i) for i in pads)
+    k = len(pads) // 2
+    return spatial3(pads[:k], 0) + spatial3(pads[k:], 0)
+
+
+def window3(kernel, strides, pads, dilations, out):
+    """A pool's geometry (as pool_geometry gives it, with its kernel) in the canonical form:
+    (kernel, strides, pads, dilations, out) as 3-, 3-, 6-, 3- and 3-tuples."""
+    return (spatial3(kernel), spatial3(strides), pads6(pads), spatial3(dilations),
+            spatial3(out))
+
+
 class MatmulPlan(NamedTuple):
     """Reshape/broadcast recipe for ``matmul3``; ``*_full`` is None when no copy is needed."""
 
