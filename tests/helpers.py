@@ -195,3 +195,43 @@ def concat_split_model(blocks=12, dims=(1, 2, 6, 6)):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     model.ir_version = 10
     return model
+
+
+# -- the pool and Conv kernels called as the lowerings call them ---------------------------------
+# Canonical form (kernels/shapes.py): (N, C, *S) arrays as 5-D (N, C, D, H, W) views, 3-entry
+# kernel / strides / dilations / output sizes, 6-entry pads, every argument given. A kernel test
+# calling them so compiles the signatures a model's first use does, once per dtype.
+def as5(a):
+    """An (N, C, *S) array as the canonical (N, C, D, H, W) view."""
+    from onnxjit.kernels import shapes
+    return a.reshape(shapes.shape5(a.shape))
+
+
+def from5(y, rank):
+    """A kernel's canonical 5-D result in the caller's rank."""
+    return y.reshape(y.shape[:2] + y.shape[7 - rank:])
+
+
+def no_residual(dtype):
+    """The empty residual the Conv lowering passes for none."""
+    return np.empty((0,) * 5, dtype)
+
+
+def conv5(kernel, x, w, b, strides, pads, dilations, *rest):
+    """`kernel(x, w, b, strides, pads, dilations, *rest)` (conv.conv, depthwise.depthwise_conv,
+    conv.conv_transpose) in the canonical form: x, w and an array of x's rank in `rest` (the
+    residual) 5-D, the geometry 3 / 6 entries (give ConvTranspose's output_shape as
+    shapes.spatial3(out)); the result in x's rank."""
+    from onnxjit.kernels import shapes
+    rest = [as5(r) if isinstance(r, np.ndarray) and r.ndim == x.ndim else r for r in rest]
+    y = kernel(as5(x), as5(w), b, shapes.spatial3(strides), shapes.pads6(pads),
+               shapes.spatial3(dilations), *rest)
+    return from5(y, x.ndim)
+
+
+def pool5(kernel, x, kernel_shape, strides, pads, dilations, out_shape, *rest):
+    """A windowed pool entry (pool.maxpool_with_indices, the scheme entries) in the canonical
+    form; its result(s) in x's rank."""
+    from onnxjit.kernels import shapes
+    y = kernel(as5(x), *shapes.window3(kernel_shape, strides, pads, dilations, out_shape), *rest)
+    return tuple(from5(a, x.ndim) for a in y) if isinstance(y, tuple) else from5(y, x.ndim)

@@ -16,6 +16,7 @@ from onnx import helper as oh
 from onnx.reference import ReferenceEvaluator
 
 from onnxjit.kernels.conv import conv, gemm_into
+from tests.helpers import conv5, no_residual
 
 RTOL = {np.float32: 1e-4, np.float64: 1e-10}
 ATOL = {np.float32: 1e-4, np.float64: 1e-10}
@@ -64,10 +65,9 @@ def _check(xs, ws, strides, pads, dilations=None, group=1, dtype=np.float32, act
         res = _rand((xs[0], ws[0]) + _out_shape(xs, ws, strides, pads, dilations), dtype,
                     seed + 4)
     want = _reference(x, w, b, strides, pads, dilations, group, act, res)
-    if res is None:
-        got = conv(x, w, b, tuple(strides), tuple(pads), tuple(dilations), group, act)
-    else:
-        got = conv(x, w, b, tuple(strides), tuple(pads), tuple(dilations), group, act, res)
+    # as the lowering calls it: canonical 5-D, an empty residual for none (tests/helpers.py)
+    got = conv5(conv, x, w, b, strides, pads, dilations, group, act,
+                no_residual(dtype) if res is None else res)
     assert got.shape == want.shape and got.dtype == want.dtype
     scale = max(1.0, float(np.abs(want).max()))
     np.testing.assert_allclose(got, want, rtol=RTOL[dtype], atol=ATOL[dtype] * scale)
@@ -170,7 +170,7 @@ def test_nan_propagates_through_relu():
     w = _rand((4, 4, 3, 3), np.float32, 2)
     b = _rand((4,), np.float32, 3)
     want = _reference(x, w, b, (2, 2), (1, 1, 1, 1), (1, 1), 1, 1, None)
-    got = conv(x, w, b, (2, 2), (1, 1, 1, 1), (1, 1), 1, 1)
+    got = conv5(conv, x, w, b, (2, 2), (1, 1, 1, 1), (1, 1), 1, 1, no_residual(np.float32))
     assert np.isnan(want).any()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

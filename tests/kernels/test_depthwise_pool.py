@@ -1,7 +1,8 @@
 """Pooling kernels (all three schemes) and the depthwise Conv kernel vs an oracle.
 
 Each case runs one ONNX node through the oracle and through the kernel called the way the op
-lowering calls it (geometry from onnxjit.kernels.shapes).  The oracle is
+lowering calls it (geometry from onnxjit.kernels.shapes, in the canonical 5-D form:
+tests/helpers.py conv5, pool.maxpool / avgpool).  The oracle is
 onnx.reference.ReferenceEvaluator, except for MaxPool: its stride-1 MaxPool reads the pads in
 the wrong order (pads [0, 0, 2, 2] on 9x10 gives 7x12), so MaxPool is checked against
 onnxruntime.
@@ -18,6 +19,7 @@ from onnx.reference import ReferenceEvaluator
 from onnxjit.kernels import shapes
 from onnxjit.kernels.depthwise import depthwise_conv
 from onnxjit.kernels.pool import avgpool, maxpool
+from tests.helpers import conv5
 
 RTOL = {np.float32: 1e-4, np.float64: 1e-10}
 ATOL = {np.float32: 1e-5, np.float64: 1e-12}
@@ -279,7 +281,7 @@ def test_depthwise_conv(xs, ks, at, dtype, act):
     s, p, d, _ = shapes.conv_geometry(at.get("auto_pad", "NOTSET"), x.shape[2:], ks,
                                       _t(at.get("strides")), _t(at.get("dilations")),
                                       _t(at.get("pads")))
-    got = depthwise_conv(x, w, b, s, p, d, act)
+    got = conv5(depthwise_conv, x, w, b, s, p, d, act, (0.0, 0.0))
     assert got.shape == ref.shape and got.dtype == ref.dtype
     dt = x.dtype.type
     np.testing.assert_allclose(got, ref, rtol=RTOL[dt], atol=ATOL[dt])
@@ -294,7 +296,7 @@ def test_depthwise_conv_edges_do_not_leak():
     w, b = _rand((4, 1, 3, 3), np.float32, 2), _rand((4,), np.float32, 3)
     for s in (1, 2):
         ref = run_ref("Conv", [x, w, b], {"group": 4, "pads": [1, 1, 1, 1], "strides": [s, s]})
-        got = depthwise_conv(x, w, b, (s, s), (1, 1, 1, 1), (1, 1), 0)
+        got = conv5(depthwise_conv, x, w, b, (s, s), (1, 1, 1, 1), (1, 1), 0, (0.0, 0.0))
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
 
 

@@ -14,6 +14,7 @@ from onnxjit.kernels.conv import conv, conv_transpose
 from onnxjit.kernels.matmul import gemm, matmul_nd
 from onnxjit.kernels.pool import (avgpool, global_avgpool, global_maxpool, lrn, maxpool,
                                   maxpool_with_indices)
+from tests.helpers import as5, conv5, from5, no_residual, pool5
 
 RTOL = {np.float32: 1e-4, np.float64: 1e-10}
 ATOL = {np.float32: 1e-5, np.float64: 1e-12}
@@ -29,7 +30,8 @@ def _t(v):
 
 
 def run_kernel(op: str, inputs: list[np.ndarray], at: dict, n_outputs: int = 1):
-    """Map one ONNX node onto the kernels exactly as the compiler is expected to."""
+    """Map one ONNX node onto the kernels exactly as the compiler is expected to (the pools and
+    Convs in the canonical 5-D form, tests/helpers.py)."""
     x = inputs[0]
     ap = at.get("auto_pad", "NOTSET")
     if op == "Conv":
@@ -37,14 +39,14 @@ def run_kernel(op: str, inputs: list[np.ndarray], at: dict, n_outputs: int = 1):
         b = inputs[2] if len(inputs) > 2 else np.zeros(w.shape[0], x.dtype)
         s, p, d, _ = shapes.conv_geometry(ap, x.shape[2:], w.shape[2:], _t(at.get("strides")),
                                           _t(at.get("dilations")), _t(at.get("pads")))
-        return [conv(x, w, b, s, p, d, at.get("group", 1))]
+        return [conv5(conv, x, w, b, s, p, d, at.get("group", 1), 0, no_residual(x.dtype))]
     if op == "ConvTranspose":
         w, g = inputs[1], at.get("group", 1)
         b = inputs[2] if len(inputs) > 2 else np.zeros(w.shape[1] * g, x.dtype)
         s, p, d, o = shapes.conv_transpose_geometry(
             ap, x.shape[2:], w.shape[2:], _t(at.get("strides")), _t(at.get("dilations")),
             _t(at.get("pads")), _t(at.get("output_padding")), _t(at.get("output_shape")))
-        return [conv_transpose(x, w, b, s, p, d, g, o)]
+        return [conv5(conv_transpose, x, w, b, s, p, d, g, shapes.spatial3(o))]
     if op in ("MaxPool", "AveragePool"):
         k = _t(at["kernel_shape"])
         s, p, d, o = shapes.pool_geometry(ap, x.shape[2:], k, _t(at.get("strides")),
@@ -53,15 +55,16 @@ def run_kernel(op: str, inputs: list[np.ndarray], at: dict, n_outputs: int = 1):
         if op == "AveragePool":
             return [avgpool(x, k, s, p, d, o, at.get("count_include_pad", 0))]
         if n_outputs == 2:
-            return list(maxpool_with_indices(x, k, s, p, d, o, at.get("storage_order", 0)))
+            return list(pool5(maxpool_with_indices, x, k, s, p, d, o,
+                              at.get("storage_order", 0)))
         return [maxpool(x, k, s, p, d, o)]
     if op == "GlobalAveragePool":
-        return [global_avgpool(x)]
+        return [from5(global_avgpool(as5(x)), x.ndim)]
     if op == "GlobalMaxPool":
-        return [global_maxpool(x)]
+        return [from5(global_maxpool(as5(x)), x.ndim)]
     if op == "LRN":
-        return [lrn(x, at["size"], at.get("alpha", 1e-4), at.get("beta", 0.75),
-                    at.get("bias", 1.0))]
+        return [from5(lrn(as5(x), at["size"], float(at.get("alpha", 1e-4)),
+                          float(at.get("beta", 0.75)), float(at.get("bias", 1.0))), x.ndim)]
     if op == "MatMul":
         return [matmul_nd(x, inputs[1])]
     if op == "Gemm":
