@@ -56,6 +56,13 @@ class Kernel:
         """The Values its code reads (a fused kernel's inlined constants aside)."""
         return [v for v in self.inputs if v is not None]
 
+    @property
+    def plumbing(self):
+        """A view a lowering made for a kernel's canonical operands (a 5-D view of a pool's or
+        Conv's input, its 5-D output viewed back: meta "drop_unread"). It writes nothing and
+        compiles to nothing much, so the schedule's tallies (lines, elements) leave it out."""
+        return self.kind == "call" and bool(self.steps[0].meta.get("drop_unread"))
+
 
 def plan(program, fuse=True):
     """Kernels in execution order for a specialized Program (each elementwise step a kernel of
@@ -194,7 +201,7 @@ def schedule(program, kernels, entry="auto", profile=False):
     groups = driver_groups(kernels, python_library=entry == "driver")
     if profile:      # each kernel a call of the driver, which times it
         groups = [k if k.driver_library or k.movement else [k] for k in kernels]
-    elif (sum(statement_lines(k) for k in kernels) <= MAX_SEGMENT_STATEMENTS
+    elif (sum(statement_lines(k) for k in kernels if not k.plumbing) <= MAX_SEGMENT_STATEMENTS
           and not prefers_driver(kernels, groups, entry)):
         return Schedule("njit", [Call("entry", list(kernels))], kernels)
     return Schedule("driver", driver_calls(program, groups), kernels, profile)
@@ -246,7 +253,8 @@ def prefers_driver(kernels, groups, entry):
         # Also a graph the driver runs as calls alone (fused kernels, data movement): an
         # njit entry around them would compile their code again (0.1-0.15 s a graph).
         return True
-    if sum(math.prod(o.shape) for k in kernels for o in k.outputs) < DRIVER_MIN_ELEMENTS:
+    if sum(math.prod(o.shape) for k in kernels if not k.plumbing
+           for o in k.outputs) < DRIVER_MIN_ELEMENTS:
         return False
     in_segments = [k for g in groups if isinstance(g, list) for k in g]
     return library_calls(in_segments) < library_calls(kernels)

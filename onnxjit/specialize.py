@@ -417,6 +417,7 @@ def specialize(model: onnx.ModelProto, input_values, peepholes=True, target=None
             raise ModelError(f"graph output {out.name!r} is produced by no node")
         program.outputs.append(env[out.name])
         program.output_names.append(out.name)
+    _drop_unread(program)
     program.inputs += [value for _, _, value in program.input_edges]
     for step in program.steps:
         for v in step.inputs:
@@ -428,6 +429,20 @@ def specialize(model: onnx.ModelProto, input_values, peepholes=True, target=None
             raise LoweringError(f"graph output {name!r} is a string input passed through: "
                                 "onnxjit does not return its graph's string inputs")
     return program
+
+
+def _drop_unread(program):
+    """Drop the steps marked "drop_unread" (views a lowering made for its kernel, e.g. a 5-D
+    output viewed back, ops/nn.py) that no step and no output reads: the next kernel read the
+    array they view instead."""
+    read = {id(v) for v in program.outputs}
+    kept = []
+    for step in reversed(program.steps):
+        if step.meta.get("drop_unread") and not any(id(v) in read for v in step.outs):
+            continue
+        read.update(id(v) for v in step.inputs if v is not None)
+        kept.append(step)
+    program.steps[:] = kept[::-1]
 
 
 def walk(program, nodes, env, model_opsets):

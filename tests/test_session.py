@@ -671,5 +671,5 @@ def test_graph_optimization_level_sets_fusion_and_peepholes(level, ops_in_kernel
         sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
         answers.append(sess.run(None, feed))
     np.testing.assert_allclose(answers[1][0], answers[0][0], rtol=1e-5, atol=1e-6)
-    kernels = sess.rep.compiled().kernels
+    kernels = [k for k in sess.rep.compiled().kernels if not k.plumbing]   # Conv's 5-D views
     assert [[op for _, op in k.nodes] for k in kernels] == ops_in_kernels

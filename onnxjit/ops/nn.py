@@ -59,6 +59,45 @@ def _bias(ctx, b, channels, dtype):
     return b if b is not None else ctx.constant(np.zeros(channels, dtype))
 
 
+def view(ctx, v, shape, kind=None):
+    """`v` reshaped to `shape` for a kernel's canonical form: v itself when it has that shape, a
+    constant reshaped now, the array v is a view of when that has the shape (a 5-D output viewed
+    back, read by the next kernel), else a view step (from the Python driver a shared movement
+    kernel; inlined in compiled code) of meta kind `kind`, which specialize drops when nothing
+    reads it ("drop_unread")."""
+    shape = tuple(int(d) for d in shape)
+    if v.shape == shape:
+        return v
+    if v.is_const:
+        return ctx.constant(v.const.reshape(shape))
+    step = v.producer
+    if step is not None and step.meta.get("drop_unread") and step.inputs[0].shape == shape:
+        return step.inputs[0]
+    return ctx.call(E.contiguous(v).reshape(shape), v, shape=shape, dtype=v.dtype, view=True,
+                    meta={"kind": kind, "drop_unread": True})
+
+
+def as5(ctx, v):
+    """An (N, C, *S) Value in the canonical 5-D form the pool and Conv kernels take
+    (shapes.shape5: one compiled signature per dtype whatever the spatial rank)."""
+    if not 3 <= v.rank <= 5:
+        ctx.fail(f"{v.name or 'an input'} has rank {v.rank}: the kernels take 1 to 3 spatial "
+                 "dims (rank 3 to 5)")
+    return view(ctx, v, shapes.shape5(v.shape))
+
+
+def _before(ctx, step, make, *args):
+    """make(*args), the steps it records moved before `step` (which reads what they make)."""
+    steps = ctx.program.steps
+    n = len(steps)
+    value = make(*args)
+    made = steps[n:]
+    del steps[n:]
+    at = next(i for i, s in enumerate(steps) if s is step)
+    steps[at:at] = made
+    return value
+
+
 @register("Conv", 1)
 def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
          pads=None, strides=None):
@@ -80,8 +119,10 @@ def Conv(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, kernel_s
     # the SIMD 3x3 depthwise kernel, where it measured faster (kernels/depthwise.py)
     meta["dw3"] = meta["depthwise"] and depthwise.use_depthwise3x3(x.shape, x.dtype, kernel, s,
                                                                    d, False, ctx.target)
-    return ctx.record(_conv_op(meta), x, w, _bias(ctx, b, w.shape[0], x.dtype),
-                      shape=shape, dtype=x.dtype, meta=meta)
+    meta["canonical"] = False     # operands as given; _to_canonical makes them 5-D
+    y = ctx.record(_conv_op(meta), x, w, _bias(ctx, b, w.shape[0], x.dtype),
+                   shape=shape, dtype=x.dtype, meta=meta)
+    return _to_canonical(ctx, y.producer) if _canonical(meta) else y
 
 
 def _conv_plan(target, x, w, kernel, s, d, p, group, out, depthwise):
@@ -111,6 +152,51 @@ def _conv_plan(target, x, w, kernel, s, d, p, group, out, depthwise):
 # Add into it) the residual; its LibraryCall names them.
 X, W, BIAS, RES = 0, 1, 2, 3
 
+# The Conv kernels that take any spatial rank, called with the canonical 5-D operands and 3-entry
+# geometry (one compiled signature per dtype); the others (Winograd, conv_s2, the 1x1 GEMMs, the
+# 3x3 depthwise kernel) are for 2-D images only and take (N, C, H, W) as it is.
+CANONICAL_CONVS = {("conv", "conv"), ("conv_epilogue", "conv_act"),
+                   ("depthwise", "depthwise_conv"), ("conv_packed", "conv_packed"),
+                   ("conv_epilogue", "conv_packed_act")}
+
+
+def _canonical(meta):
+    """Whether the Conv's final kernel (its weights transformed as meta["plan"] says, at the
+    end) takes the canonical 5-D form."""
+    final = dict(meta, layout=meta["plan"], canonical=False)
+    return _conv_op(final).kernel in CANONICAL_CONVS
+
+
+def _to_canonical(ctx, step):
+    """Give the Conv step (the program's last) its canonical form: x, W and the residual as
+    (N, C, D, H, W) views recorded before it (a constant W reshaped), 3-entry geometry, a 5-D
+    output. Returns that output viewed in the node's shape (a step of meta kind "conv_view",
+    through which _conv_step finds the Conv)."""
+    step.meta["canonical"] = True
+    step.op = _conv_op(step.meta)
+    y = step.outs[0]
+    if y.rank == 5:
+        return y
+    for i, v in enumerate(step.inputs):
+        if v.rank == y.rank:        # x, W and the residual (the bias is a vector)
+            step.inputs[i] = _before(ctx, step, as5, ctx, v)
+    y5 = Value(shapes.shape5(y.shape), y.dtype, name=y.name)
+    y5.producer, step.outs[0] = step, y5
+    return view(ctx, y5, y.shape, kind="conv_view")
+
+
+def _conv_step(ctx, x):
+    """The Conv step making `x` (directly, or through the view of its canonical 5-D output)
+    when nothing else reads `x` and it is the last step (ctx.sole_producer), else None."""
+    step = ctx.sole_producer(x, "conv")
+    if step is not None:
+        return step
+    out = ctx.sole_producer(x, "conv_view")
+    steps = ctx.program.steps
+    if out is None or len(steps) < 2 or steps[-2] is not out.inputs[0].producer:
+        return None
+    return steps[-2]
+
 
 def _conv_op(meta):
     """The library call of a Conv step, from its meta (kernel chosen, epilogue folded in).
@@ -119,6 +205,9 @@ def _conv_op(meta):
     kernels apply all four on the output block they just wrote; the others apply Relu and
     leave Clip / HardSwish to their ``conv_epilogue`` wrappers (in place, one pass)."""
     s, p, d, group = meta["geometry"]
+    canonical = meta["canonical"]
+    if canonical:
+        s, p, d = shapes.spatial3(s), shapes.pads6(p), shapes.spatial3(d)
     act = (Param(meta["act"]), "act")
     bounds = (Param(tuple(float(v) for v in meta["bounds"])), "bounds")
     wrap = meta["act"] >= 2
@@ -155,23 +244,36 @@ def _conv_op(meta):
         return call("conv_s2", "conv_s2", *args)
     if kind == "packed":
         m, kernel = arg
+        kernel = shapes.spatial3(kernel) if canonical else kernel
         args = (x, w, (Param(m), "m"), (Param(kernel), "kernel"), b, (Param(s), "strides"),
                 pads, (Param(d), "dilations"), act, res)
         if wrap:
             return call("conv_epilogue", "conv_packed_act", *args, bounds)
         return call("conv_packed", "conv_packed", *args)
+    # the residual always passed (None until _finalize_conv gives an empty array for none)
     args = (x, w, b, (Param(s), "strides"), pads, (Param(d), "dilations"),
-            (Param(group), "group"), act)
+            (Param(group), "group"), act, res)
     if wrap:
-        return call("conv_epilogue", "conv_act", *args,
-                    res if meta["res"] else (Param(None), "residual"), bounds)
-    return call("conv", "conv", *args, *([res] if meta["res"] else []))
+        return call("conv_epilogue", "conv_act", *args, bounds)
+    return call("conv", "conv", *args)
 
 
 @finalizer("conv")
 def _finalize_conv(step):
     if step.meta["plan"] is not None:
         _transform_weights(step, step.meta["plan"])
+    elif not step.meta["res"] and "residual" in step.op.names:
+        _empty_residual(step)
+
+
+def _empty_residual(step):
+    """No residual: an empty one, so that the convs with and without one share a compiled kernel
+    (None is a type of its own: ResNet-50 compiled conv1x1_packed and conv_packed twice each,
+    ~22 s at first use)."""
+    x = step.value("x")
+    step.inputs.append(const_value(np.empty((0,) * x.rank, x.dtype)))   # slot RES
+    step.meta["res"] = "empty"
+    step.op = _conv_op(step.meta)
 
 
 def _transform_weights(step, plan):
@@ -203,25 +305,20 @@ def _transform_weights(step, plan):
     step.set_value("w", const_value(packed))
     step.meta["layout"] = plan
     if not step.meta["res"]:
-        # no residual: an empty one, so that the convs with and without one share a compiled
-        # kernel (None is a type of its own: ResNet-50 compiled conv1x1_packed and conv_packed
-        # twice each, ~22 s at first use)
-        x = step.value("x")
-        step.inputs.append(const_value(np.empty((0,) * x.rank, x.dtype)))   # slot RES
-        step.meta["res"] = "empty"
+        _empty_residual(step)
     step.op = _conv_op(step.meta)
 
 
 @peephole("Relu")
 def relu_into_conv(ctx, x):
     """Conv -> Relu becomes one Conv with a Relu epilogue when nothing else reads the Conv."""
-    step = ctx.sole_producer(x, "conv")
+    step = _conv_step(ctx, x)
     if step is None or step.meta["act"]:
         return None
     step.meta["act"] = 1
     step.op = _conv_op(step.meta)
     step.nodes.append(ctx.label)
-    return step.outs[0]
+    return x
 
 
 def _const_bound(ctx, v, default):
@@ -238,13 +335,13 @@ def _const_bound(ctx, v, default):
 def _activation_into_conv(ctx, x, act, bounds):
     """Conv -> act (kernels/epilogue.py's codes 2, 3) as the Conv's epilogue when nothing else
     reads the Conv.  float32 / float64 only (narrow floats round between the two)."""
-    step = ctx.sole_producer(x, "conv")
+    step = _conv_step(ctx, x)
     if step is None or step.meta["act"] or x.dtype not in (np.float32, np.float64):
         return None
     step.meta["act"], step.meta["bounds"] = act, bounds
     step.op = _conv_op(step.meta)
     step.nodes.append(ctx.label)
-    return step.outs[0]
+    return x
 
 
 @peephole("Clip")
@@ -254,7 +351,7 @@ def clip_into_conv(ctx, x, lo=None, hi=None, min=None, max=None,  # noqa: A002
     or Clip-1/6's attributes (Clip-6's defaults: the float32 range)."""
     if np.dtype(x.dtype).kind != "f":       # an integer Clip (a Conv's output is float)
         return None
-    if ctx.sole_producer(x, "conv") is None:    # before reading bounds of any other Clip
+    if _conv_step(ctx, x) is None:    # before reading bounds of any other Clip
         return None
     if ctx.opset < 11:
         big = 3.4028234663852886e38 if ctx.opset >= 6 else np.inf
@@ -291,15 +388,20 @@ def residual_into_conv(ctx, *inputs, **legacy):
         return None
     a, b = inputs
     for x, r in ((a, b), (b, a)):
-        step = ctx.sole_producer(x, "conv")
+        step = _conv_step(ctx, x)
         if (step is None or step.meta["act"] or step.meta["res"] or r is x
                 or r.shape != x.shape or r.dtype != x.dtype or x.dtype in NARROW_FLOATS):
             continue
         step.meta["res"] = True
+        if step.meta["canonical"]:
+            r = _before(ctx, step, as5, ctx, r)
         step.inputs.append(r)             # slot RES
-        step.op = _conv_op(step.meta)
         step.nodes.append(ctx.label)
-        return step.outs[0]
+        if not step.meta["canonical"] and _canonical(step.meta):
+            # the 3x3 depthwise kernel takes no residual: the generic one, canonical, does
+            return _to_canonical(ctx, step)
+        step.op = _conv_op(step.meta)
+        return x
     return None
 
 
@@ -315,7 +417,7 @@ def _channel_vector(x, c):
 
 def _foldable_conv(ctx, x, c):
     """The Conv step making `x` and c as a per-channel vector, when an affine op can fold."""
-    step = ctx.sole_producer(x, "conv")
+    step = _conv_step(ctx, x)
     if (step is None or step.meta["act"] or step.meta["res"] or x.dtype in NARROW_FLOATS
             or c.dtype != x.dtype):
         return None, None
@@ -339,7 +441,7 @@ def scale_into_conv(ctx, a, b, **legacy):
             step.set_value("w", ctx.constant(scaled.astype(w.dtype, copy=False)))
             step.set_value("bias", ctx.constant((bias.const * vec).astype(bias.dtype, copy=False)))
             step.nodes.append(ctx.label)
-            return step.outs[0]
+            return x
     return None
 
 
@@ -354,14 +456,14 @@ def shift_into_conv(ctx, a, b, **legacy):
             bias = step.value("bias")
             step.set_value("bias", ctx.constant((bias.const + vec).astype(bias.dtype, copy=False)))
             step.nodes.append(ctx.label)
-            return step.outs[0]
+            return x
     return None
 
 
 @peephole("BatchNormalization")
 def batchnorm_into_conv(ctx, x, scale, bias, mean, var, epsilon=1e-5, training_mode=0, **_):
     """Conv -> BatchNormalization (inference, constant statistics) folds into the Conv's weights."""
-    step = ctx.sole_producer(x, "conv")
+    step = _conv_step(ctx, x)
     stats = (scale, bias, mean, var)
     if (step is None or step.meta["act"] or step.meta["res"] or training_mode
             or not all(v.is_const for v in stats)):
@@ -375,7 +477,7 @@ def batchnorm_into_conv(ctx, x, scale, bias, mean, var, epsilon=1e-5, training_m
     step.set_value("w", ctx.constant(w_new.astype(w.dtype, copy=False)))
     step.set_value("bias", ctx.constant(b_new.astype(b.dtype, copy=False)))
     step.nodes.append(ctx.label)
-    return step.outs[0]
+    return x
 
 
 @register("ConvTranspose", 1)
@@ -391,10 +493,14 @@ def ConvTranspose(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1,
     tiles = _conv_transpose_by_tiles(ctx, x, w, b, kernel, s, p, d, int(group), out, channels)
     if tiles is not None:
         return tiles
-    return ctx.kernel(("conv", "conv_transpose"), x, w, _bias(ctx, b, channels, x.dtype), s, p, d,
-                      int(group), tuple(out), shape=(x.shape[0], channels) + tuple(out),
-                      dtype=x.dtype, names=("x", "w", "bias", "strides", "pads", "dilations",
-                                            "group", "output_shape"))
+    shape = (x.shape[0], channels) + tuple(out)
+    y = ctx.kernel(("conv", "conv_transpose"), as5(ctx, x), as5(ctx, w),
+                   _bias(ctx, b, channels, x.dtype), shapes.spatial3(s), shapes.pads6(p),
+                   shapes.spatial3(d), int(group), shapes.spatial3(out),
+                   shape=shapes.shape5(shape), dtype=x.dtype,
+                   names=("x", "w", "bias", "strides", "pads", "dilations", "group",
+                          "output_shape"))
+    return view(ctx, y, shape)
 
 
 def _conv_transpose_by_tiles(ctx, x, w, b, kernel, s, p, d, group, out, channels):
@@ -455,17 +561,20 @@ def MaxPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape
     s, p, d, out = pool_geometry(ctx, x, kernel_shape, auto_pad, strides, dilations, pads,
                                  ceil_mode)
     shape = x.shape[:2] + tuple(out)
-    geometry = (tuple(kernel_shape), s, p, d, tuple(out))
+    # canonical form: 5-D x and output, 3-entry geometry (one compiled signature per dtype)
+    x5, shape5 = as5(ctx, x), shapes.shape5(shape)
+    geometry = shapes.window3(kernel_shape, s, p, d, out)
     names = ("x", "kernel", "strides", "pads", "dilations", "output_shape")
     if len(ctx.node.output) > 1 and ctx.node.output[1]:
-        y, idx = ctx.kernel(("pool", "maxpool_with_indices"), x, *geometry, int(storage_order),
-                            outs=[(shape, x.dtype), (shape, np.int64)],
+        y, idx = ctx.kernel(("pool", "maxpool_with_indices"), x5, *geometry, int(storage_order),
+                            outs=[(shape5, x.dtype), (shape5, np.int64)],
                             names=names + ("storage_order",))
-        return [_cast(ctx, y, dtype), idx]   # _cast returns y itself when dtype is y's
+        # _cast returns y itself when dtype is y's
+        return [_cast(ctx, view(ctx, y, shape), dtype), view(ctx, idx, shape)]
     kind = pool.scheme(x.shape, x.dtype, kernel_shape, s, p, d, out, ctx.target)
-    y = ctx.kernel(("pool", f"maxpool_{kind}"), x, *geometry, shape=shape, dtype=x.dtype,
+    y = ctx.kernel(("pool", f"maxpool_{kind}"), x5, *geometry, shape=shape5, dtype=x.dtype,
                    names=names)
-    return _cast(ctx, y, dtype)
+    return _cast(ctx, view(ctx, y, shape), dtype)
 
 
 @register("AveragePool", 1)
@@ -475,32 +584,41 @@ def AveragePool(ctx, x, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dil
     s, p, d, out = pool_geometry(ctx, x, kernel_shape, auto_pad, strides, dilations, pads,
                                  ceil_mode)
     kind = pool.scheme(x.shape, x.dtype, kernel_shape, s, p, d, out, ctx.target)
-    return ctx.kernel(("pool", f"avgpool_{kind}"), x, tuple(kernel_shape), s, p, d, tuple(out),
-                      int(count_include_pad), shape=x.shape[:2] + tuple(out), dtype=x.dtype,
-                      names=("x", "kernel", "strides", "pads", "dilations", "output_shape",
-                             "count_include_pad"))
+    shape = x.shape[:2] + tuple(out)
+    y = ctx.kernel(("pool", f"avgpool_{kind}"), as5(ctx, x),
+                   *shapes.window3(kernel_shape, s, p, d, out), int(count_include_pad),
+                   shape=shapes.shape5(shape), dtype=x.dtype,
+                   names=("x", "kernel", "strides", "pads", "dilations", "output_shape",
+                          "count_include_pad"))
+    return view(ctx, y, shape)
+
+
+def _global_pool(ctx, x, function):
+    """GlobalAveragePool / GlobalMaxPool of (N, C, *S) with 1..3 spatial dims, canonical 5-D."""
+    shape = x.shape[:2] + (1,) * (x.rank - 2)
+    return view(ctx, ctx.kernel(("pool", function), as5(ctx, x), shape=shapes.shape5(shape),
+                                dtype=x.dtype), shape)
 
 
 @register("GlobalAveragePool", 1)
 def GlobalAveragePool(ctx, x):
     _float_only(ctx, x)
-    return ctx.kernel(("pool", "global_avgpool"), x,
-                      shape=x.shape[:2] + (1,) * (x.rank - 2), dtype=x.dtype)
+    return _global_pool(ctx, x, "global_avgpool")
 
 
 @register("GlobalMaxPool", 1)
 def GlobalMaxPool(ctx, x):
     _float_only(ctx, x)
-    return ctx.kernel(("pool", "global_maxpool"), x,
-                      shape=x.shape[:2] + (1,) * (x.rank - 2), dtype=x.dtype)
+    return _global_pool(ctx, x, "global_maxpool")
 
 
 @register("LRN", 1)
 def LRN(ctx, x, size, alpha=0.0001, beta=0.75, bias=1.0):
     _float_only(ctx, x)
-    return ctx.kernel(("pool", "lrn"), x, int(size), float(alpha), float(beta), float(bias),
-                      shape=x.shape, dtype=x.dtype,
-                      names=("x", "size", "alpha", "beta", "bias"))
+    y = ctx.kernel(("pool", "lrn"), as5(ctx, x), int(size), float(alpha), float(beta),
+                   float(bias), shape=shapes.shape5(x.shape), dtype=x.dtype,
+                   names=("x", "size", "alpha", "beta", "bias"))
+    return view(ctx, y, x.shape)
 
 
 def matmul_operand(x, pre, full, three):

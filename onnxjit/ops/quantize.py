@@ -15,7 +15,7 @@ from ..ir import BIT_TYPES, NUMBA_DTYPES, Value
 from ..kernels import shapes
 from ..registry import peephole, register
 from .elementwise import BIT_FLOATS, BIT_INTS, bit_value
-from .nn import matmul_operand
+from .nn import as5, matmul_operand, view
 
 F64 = np.dtype(np.float64)
 I32 = np.dtype(np.int32)
@@ -362,8 +362,13 @@ def _conv_f64(ctx, x, w, b, auto_pad, dilations, group, kernel_shape, pads, stri
     s, p, d, out = shapes.conv_geometry(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
     if b is None:
         b = ctx.constant(np.zeros(w.shape[0], F64))
-    return ctx.kernel(("conv", "conv"), x, w, b, s, p, d, int(group), 0,
-                      shape=(x.shape[0], w.shape[0]) + tuple(out), dtype=F64)
+    # the canonical form Conv's lowering passes (one compiled signature per dtype): 5-D
+    # operands and output, 3-entry geometry, act and an empty residual given
+    shape = (x.shape[0], w.shape[0]) + tuple(out)
+    y = ctx.kernel(("conv", "conv"), as5(ctx, x), as5(ctx, w), b, shapes.spatial3(s),
+                   shapes.pads6(p), shapes.spatial3(d), int(group), 0,
+                   ctx.constant(np.empty((0,) * 5, F64)), shape=shapes.shape5(shape), dtype=F64)
+    return view(ctx, y, shape)
 
 
 def _per_channel(ctx, v, w, lead):

@@ -8,8 +8,8 @@ import math
 import numpy as np
 
 from ..errors import LimitError
-from ..kernels import pool
-from .nn import pool_geometry
+from ..kernels import pool, shapes
+from .nn import as5, pool_geometry, view
 from .. import scalar_expr as S
 from .. import steps as E
 from ..registry import register
@@ -148,8 +148,10 @@ def LpPool(ctx, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=
     powered = ctx.elementwise(S.builtin("abs", S.operand(0)) ** pv, x, dtype=x.dtype)
     # count_include_pad=1 divides every full window by the kernel size: times it gives the sum
     kind = pool.scheme(x.shape, x.dtype, kernel, s, pd, d, out, ctx.target)
-    mean = ctx.kernel(("pool", f"avgpool_{kind}"), powered, kernel, s, pd, d, out, 1,
-                      shape=x.shape[:2] + tuple(out), dtype=x.dtype)
+    shape = x.shape[:2] + tuple(out)
+    mean = view(ctx, ctx.kernel(("pool", f"avgpool_{kind}"), as5(ctx, powered),
+                                *shapes.window3(kernel, s, pd, d, out), 1,
+                                shape=shapes.shape5(shape), dtype=x.dtype), shape)
     count, inv = ctx.scalar(float(math.prod(kernel)), x.dtype), ctx.scalar(1.0 / p, x.dtype)
     return ctx.elementwise((S.operand(0) * count) ** inv, mean, dtype=x.dtype)
 

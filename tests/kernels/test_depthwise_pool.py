@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import helper as oh
+from onnx import helper as oh, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from onnxjit.kernels import shapes
@@ -330,7 +330,8 @@ def test_depthwise_conv_through_the_backend(stride, with_relu):
                                rtol=1e-4, atol=1e-5)
     src = rep.source()     # stride 2: the SIMD 3x3 kernel (kernels/depthwise.use_depthwise3x3)
     assert "__k_depthwise.depthwise_conv(" in src or "__k_depthwise.depthwise3x3_f32(" in src
-    assert [k.kind for k in rep.compiled().kernels] == ["call"]
+    # one call (views of the canonical 5-D operands aside: plan.Kernel.plumbing)
+    assert [k.kind for k in rep.compiled().kernels if not k.plumbing] == ["call"]
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
@@ -359,3 +360,72 @@ def test_maxpool_8bit_through_the_backend(dtype, at):
     assert y.dtype == dtype
     np.testing.assert_array_equal(y, ref_y)
     np.testing.assert_array_equal(idx, ref_i)
+
+
+def _spatial_model(rank):
+    """Every op whose kernel takes the canonical 5-D form, at `rank` (3 to 5)."""
+    k = rank - 2
+    rng = np.random.default_rng(4)
+    x_shape = [1, 4] + [9] * k
+    consts = {"w": rng.standard_normal((6, 4) + (5,) * k).astype(np.float32),      # packed/im2col
+              "wd": rng.standard_normal((4, 1) + (5,) * k).astype(np.float32),     # depthwise
+              "wt": rng.standard_normal((4, 2) + (3,) * k).astype(np.float32)}     # transpose
+    nodes = [oh.make_node("Conv", ["x", "w"], ["c"], pads=[2] * (2 * k)),
+             oh.make_node("Relu", ["c"], ["cr"]),
+             oh.make_node("Conv", ["x", "wd"], ["d"], group=4, pads=[2] * (2 * k)),
+             oh.make_node("Conv", ["x", "wr"], ["g"]),                              # run-time W
+             oh.make_node("Add", ["g", "r"], ["gs"]),
+             oh.make_node("MaxPool", ["x"], ["m", "mi"], kernel_shape=[3] * k, strides=[2] * k),
+             oh.make_node("MaxPool", ["x"], ["m2"], kernel_shape=[3] * k, pads=[1] * (2 * k)),
+             oh.make_node("AveragePool", ["x"], ["a"], kernel_shape=[2] * k, strides=[2] * k),
+             oh.make_node("LpPool", ["x"], ["lp"], kernel_shape=[2] * k),
+             oh.make_node("GlobalAveragePool", ["x"], ["ga"]),
+             oh.make_node("GlobalMaxPool", ["x"], ["gm"]),
+             oh.make_node("LRN", ["x"], ["l"], size=3),
+             oh.make_node("ConvTranspose", ["x", "wt"], ["t"], strides=[2] * k)]
+    outs = ["cr", "d", "gs", "m", "mi", "m2", "a", "lp", "ga", "gm", "l", "t"]
+    f32 = oh.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+    graph = oh.make_graph(
+        nodes, "spatial",
+        [oh.make_tensor_value_info("x", f32, x_shape),
+         oh.make_tensor_value_info("wr", f32, [3, 4] + [1] * k),
+         oh.make_tensor_value_info("r", f32, [1, 3] + [9] * k)],
+        [oh.make_tensor_value_info(o, 0, None) for o in outs],
+        [numpy_helper.from_array(v, n) for n, v in consts.items()])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("rank", [3, 4, 5])
+def test_lowerings_pass_the_canonical_form(rank):
+    """The pools, Convs (im2col, packed, depthwise, with a residual), ConvTranspose, LRN and the
+    global pools of 1-D, 2-D and 3-D images reach their kernels as 5-D arrays with 3-entry
+    geometry and 6-entry pads (kernels/shapes.py), every argument given: each kernel compiles
+    one signature per dtype whatever the spatial rank."""
+    import onnxjit.ops  # noqa: F401
+    from onnxjit.ir import Value
+    from onnxjit.specialize import specialize
+    from onnxjit.steps import LibraryCall
+    model = _spatial_model(rank)
+    inputs = [Value(tuple(d.dim_value for d in i.type.tensor_type.shape.dim),
+                    np.dtype(np.float32), name=i.name) for i in model.graph.input]
+    program = specialize(model, inputs)
+    calls = [s for s in program.steps if isinstance(s.op, LibraryCall)]
+    kernels = {s.op.kernel for s in calls}
+    assert {("pool", "maxpool_with_indices"), ("pool", "global_avgpool"), ("pool", "lrn"),
+            ("pool", "global_maxpool"), ("conv", "conv_transpose"),
+            ("depthwise", "depthwise_conv")} <= kernels
+    assert kernels & {("conv_packed", "conv_packed"), ("conv", "conv")}
+    assert sum(k[0] == "pool" and k[1].startswith(("maxpool_", "avgpool_")) for k in kernels) >= 2
+    sizes = {"kernel": 3, "strides": 3, "dilations": 3, "output_shape": 3, "pads": 6}
+    for step in calls:
+        names = step.op.names
+        for name in ("x", "w", "residual"):
+            if name in names and not (name == "w" and step.op.kernel[0] == "conv_packed"):
+                assert step.value(name).rank == 5, (step.op.kernel, name)
+        for name, size in sizes.items():
+            if name in names:
+                param = step.op.args[names.index(name)]
+                assert len(param.value) == size, (step.op.kernel, name, param.value)
+        assert all(v.rank == 5 for v in step.outs), step.op.kernel
+    conv = next(s for s in calls if s.op.kernel == ("conv", "conv"))
+    assert conv.value("residual").shape == (1, 3) + (1,) * (5 - rank) + (9,) * (rank - 2)
