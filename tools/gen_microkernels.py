@@ -177,7 +177,7 @@ from numba import njit
 from .simd import (prefetch, vadd, vbcast, vfma, vload, vloadm, vrelu_if, vsel, vstore, vstorem,
                    vzero)
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 '''
 
 
@@ -267,7 +267,7 @@ from numba import njit
 from .epilogue import vact
 from .simd import prefetch, vadd, vbcast, vfma, vload, vsel, vsplat, vstore, vzero
 
-_JIT = dict(cache=True, error_model="numpy")
+from . import JIT as _JIT
 '''
 
 NAMES_AVX2 = dict(vload="vload", vstore="vstore", vbcast="vbcast", vzero="vzero", vfma="vfma",
