@@ -306,9 +306,8 @@ def render(e, names):
     if isinstance(e, (Param, Src)):
         return str(e)
     if isinstance(e, Call):
-        arg = kernel_arg if e.library_module else r
-        args = [arg(a, names) if arg is kernel_arg else r(a) for a in e.args]
-        args += [f"{k}={arg(v, names) if arg is kernel_arg else r(v)}" for k, v in e.keywords]
+        arg = (lambda a: kernel_arg(a, names)) if e.library_module else r
+        args = [arg(a) for a in e.args] + [f"{k}={arg(v)}" for k, v in e.keywords]
         return f"{e.owner}.{e.function}({', '.join(args)})"
     if isinstance(e, Method):
         return f"{r(e.obj)}.{e.name}({', '.join(map(r, e.args))})"
