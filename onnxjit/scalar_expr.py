@@ -39,48 +39,28 @@ COND, UNARY, ATOM = 1, 12, 14
 COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
 
 
+def _binary(op):
+    """The methods building `self op other` and `other op self` (a number becoming a `lit`)."""
+    def forward(self, other):
+        return BinOp(op, self, node(other))
+
+    def reflected(self, other):
+        return BinOp(op, node(other), self)
+    return forward, reflected
+
+
 class Scalar:
     """A node of a scalar expression; + - * / ** & | ^ (and their reflections), unary - and ~
     build on it, a number on the other side becoming a `lit`."""
 
-    def __add__(self, other):
-        return BinOp("+", self, node(other))
-
-    def __radd__(self, other):
-        return BinOp("+", node(other), self)
-
-    def __sub__(self, other):
-        return BinOp("-", self, node(other))
-
-    def __rsub__(self, other):
-        return BinOp("-", node(other), self)
-
-    def __mul__(self, other):
-        return BinOp("*", self, node(other))
-
-    def __rmul__(self, other):
-        return BinOp("*", node(other), self)
-
-    def __truediv__(self, other):
-        return BinOp("/", self, node(other))
-
-    def __rtruediv__(self, other):
-        return BinOp("/", node(other), self)
-
-    def __pow__(self, other):
-        return BinOp("**", self, node(other))
-
-    def __rpow__(self, other):
-        return BinOp("**", node(other), self)
-
-    def __and__(self, other):
-        return BinOp("&", self, node(other))
-
-    def __or__(self, other):
-        return BinOp("|", self, node(other))
-
-    def __xor__(self, other):
-        return BinOp("^", self, node(other))
+    __add__, __radd__ = _binary("+")
+    __sub__, __rsub__ = _binary("-")
+    __mul__, __rmul__ = _binary("*")
+    __truediv__, __rtruediv__ = _binary("/")
+    __pow__, __rpow__ = _binary("**")
+    __and__ = _binary("&")[0]
+    __or__ = _binary("|")[0]
+    __xor__ = _binary("^")[0]
 
     def __neg__(self):
         return Unary("-", self)
@@ -120,7 +100,7 @@ class Call(Scalar):
 
     @property
     def library_module(self):
-        return self.owner[4:] if self.owner.startswith("__k_") else None
+        return steps.library_module(self.owner)
 
 
 @dataclass(frozen=True, eq=False)

@@ -53,6 +53,11 @@ MOVEMENT_KERNELS = frozenset({("movement", "concat")})
 
 
 # -- the expression tree -------------------------------------------------------------------------
+def library_module(owner):
+    """The kernel module a call's owner names (`__k_pool` -> "pool"), or None (`__np`, ...)."""
+    return owner[4:] if owner.startswith("__k_") else None
+
+
 class Expr:
     """A node of an array expression; `x.reshape(shape)`, `x.transpose(perm)`, `x.view(dtype)`
     and `x[...]` (ints, Python slices, `NONE` for a bound written None) build on it."""
@@ -121,7 +126,7 @@ class Call(Expr):
 
     @property
     def library_module(self):
-        return self.owner[4:] if self.owner.startswith("__k_") else None
+        return library_module(self.owner)
 
 
 @dataclass(frozen=True, eq=False)
