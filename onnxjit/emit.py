@@ -289,10 +289,14 @@ class Emitter:
         (kernel,) = call.kernels
         statement = statements[kernel.name]
         lines = list(statement.lines)
-        if call.kind == "python":
-            # Python source calling a library kernel: its dispatcher compiles (or loads from
-            # its cache) at the first run, for the types it meets. Later calls are compiled
-            # for what it makes as C arrays (another layout compiles again when met).
+        if call.kind in ("python", "view", "library"):
+            # Python source, its library calls' ints as Python ints (steps.kernel_arg)
+            lines[-1] = f"{statement.lhs} = {kernel.op.render(statement.names, compiled=False)}"
+        if call.kind in ("python", "view"):
+            # Python source calling a library kernel (or a numpy reshape): its dispatcher
+            # compiles (or loads from its cache) at the first run, for the types it meets.
+            # Later calls are compiled for what it makes as C arrays (another layout compiles
+            # again when met).
             types.update((t, self.values[t]) for t in statement.targets)
             return lines
         if call.kind == "movement":

@@ -147,6 +147,7 @@ class Call:
     - "library": the Python driver calls one library kernel (its machine code comes from the
       kernel's own cache, compiled once per install);
     - "movement": the driver calls data movement as a shared kernel generic over its numbers;
+    - "view": the driver reshapes with numpy (steps.Movement.reshape_only; nothing compiles);
     - "fused": the driver calls one fused kernel;
     - "python": the driver runs a call kernel's code as Python (a library call wrapped in
       reshapes, say, with entry "driver"): its kernel compiles at the first run;
@@ -299,5 +300,5 @@ def _call_kind(kernel):
     if kernel.driver_library:
         return "library"
     if kernel.movement:
-        return "movement"
+        return "view" if kernel.op.reshape_only else "movement"
     return "fused" if kernel.kind == "fused" else "python"

@@ -302,16 +302,17 @@ def inputs_of(e):
     return list(seen.values())
 
 
-def render(e, names):
-    """Source of `e`, input slot i written as `names[i]`."""
+def render(e, names, compiled=True):
+    """Source of `e`, input slot i written as `names[i]`; `compiled`: for compiled code (library
+    kernels' int arguments as int64, `kernel_arg`), else for the Python driver (plain ints)."""
     def r(x):
-        return render(x, names)
+        return render(x, names, compiled)
     if isinstance(e, Slot):
         return names[e.index]
     if isinstance(e, (Param, Src)):
         return str(e)
     if isinstance(e, Call):
-        arg = (lambda a: kernel_arg(a, names)) if e.library_module else r
+        arg = (lambda a: kernel_arg(a, names)) if e.library_module and compiled else r
         args = [arg(a) for a in e.args] + [f"{k}={arg(v)}" for k, v in e.keywords]
         return f"{e.owner}.{e.function}({', '.join(args)})"
     if isinstance(e, Method):
@@ -347,7 +348,9 @@ def kernel_arg(arg, names):
     dispatcher called with a literal compiles a specialization for that value: every model
     size then compiled its own copy of a heavy kernel (sgemm_packed had seven, one per `n`),
     where the Python driver's calls, which pass plain ints, share one int64 specialization.
-    Bools stay literal: kernels prune branches on them."""
+    Bools stay literal: kernels prune branches on them.  Not for the driver (render with
+    compiled=False): there a Python int is typed int64 anyway, and making and typing np.int64
+    objects cost a call ~0.2 us an int (2.5 us for a pool's twelve)."""
     if isinstance(arg, int) and not isinstance(arg, bool):
         return names[arg]
     if isinstance(arg, Param) and arg.source is None and _has_int(arg.value):
@@ -377,9 +380,10 @@ class LibraryCall:
     args: list             # slot index | Param | Src
     names: tuple = ()      # optional argument names (e.g. "bias", "residual"), for readers
 
-    def render(self, names):
+    def render(self, names, compiled=True):
         module, function = self.kernel
-        return f"__k_{module}.{function}({', '.join(kernel_arg(a, names) for a in self.args)})"
+        arg = kernel_arg if compiled else render_arg
+        return f"__k_{module}.{function}({', '.join(arg(a, names) for a in self.args)})"
 
     @property
     def modules(self):
@@ -401,8 +405,8 @@ class _ExprOp:
     """An op holding an expression over input slots, rendered as written."""
     expr: Expr
 
-    def render(self, names):
-        return render(self.expr, names)
+    def render(self, names, compiled=True):
+        return render(self.expr, names, compiled)
 
     @property
     def modules(self):
@@ -430,6 +434,21 @@ class Movement(_ExprOp):
         body = parametrize.visit(self.expr)
         return list(parametrize.params), ast.unparse(body), list(parametrize.params.values())
 
+    @property
+    def reshape_only(self):
+        """It only views one input in another shape (`contiguous(x).reshape(shape)` or
+        `x.reshape(shape)`, shape a constant): the Python driver runs it as numpy, which costs
+        less than a compiled call (0.2 against 0.8 us)."""
+        e = self.expr
+        if not (isinstance(e, Method) and e.name == "reshape" and len(e.args) == 1
+                and isinstance(e.args[0], Param)):
+            return False
+        obj = e.obj
+        if (isinstance(obj, Call) and obj.owner == "__np" and obj.function == "ascontiguousarray"
+                and len(obj.args) == 1 and not obj.keywords):
+            obj = obj.args[0]
+        return isinstance(obj, Slot)
+
 
 class Opaque:
     """The op of a step another back end runs from the step's meta (onnxjit/cuda): nothing for
@@ -437,7 +456,7 @@ class Opaque:
     modules = frozenset()
     library_calls = 0
 
-    def render(self, names):
+    def render(self, names, compiled=True):
         raise TypeError("a step run by another back end (its meta) has no CPU source")
 
 
