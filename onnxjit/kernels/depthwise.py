@@ -27,7 +27,7 @@ from .conv import as5d, from5d, pads6, tup3
 from . import PRANGE_ONLY
 from .epilogue import act_run, vact
 from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
-from .simd import (LANES, vadd, vbcast, vevens, vfma, vload, vload_span, vloadm, vnext,
+from .simd import (LANES16 as LANES, vadd, vbcast, vevens, vfma, vload, vload_span, vloadm, vnext,
                    vodds, vsplat, vstore, vstorem, vtranspose16, vzero)
 from .pool import fill_phases, phase_buffers
 

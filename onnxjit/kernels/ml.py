@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .simd import LANES, vfma, vhsum, vload, vloadm, vzero
+from .simd import LANES16 as LANES, vfma, vhsum, vload, vloadm, vzero
 from .trees import (LOGISTIC, NONE, PROBIT, SOFTMAX, SOFTMAX_ZERO, logistic, probit,
                     transform_row)
 

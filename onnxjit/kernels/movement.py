@@ -7,7 +7,7 @@ from numba.extending import overload
 from . import PRANGE_ONLY
 from .conv import copy_run
 from .parallel import CONCAT_PAR_MIN, I0, num_threads, split_range
-from .simd import LANES, vload, vstore, vtranspose16
+from .simd import LANES16 as LANES, vload, vstore, vtranspose16
 
 from . import JIT as _JIT
 

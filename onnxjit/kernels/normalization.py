@@ -8,9 +8,11 @@ taken. Arithmetic stays in the input's float type, as onnx's reference does.
 Speed: row loops are written so LLVM vectorizes them without fast-math: reductions keep eight
 partial results (numpy's pairwise sum does the same within a block), and float32 exp is a
 branch-free polynomial (this Numba has no SVML, so math.exp would be a scalar libm call).
-float32 Softmax along contiguous rows on AVX-512 machines goes further (``softmax_f32``): the
-same exp polynomial written as explicit <16 x float> IR (LLVM's auto-vectoriser stays at 256 bits
-and spills around the polynomial), about 3.5x faster than the auto-vectorised row loop.
+float32 Softmax along contiguous rows on AVX-512 and AVX2 machines goes further
+(``softmax_f32``): the same exp polynomial written as explicit vector IR of the target's width
+(kernels/simd.py ``native``: <16 x float> on AVX-512, <8 x float> on AVX2; LLVM's
+auto-vectoriser stays at 256 bits and spills around the polynomial), about 3.5x faster than the
+auto-vectorised row loop.  float32 LayerNorm rows (``_layer_norm_f32``) use the same vectors.
 """
 import numpy as np
 from llvmlite import ir
@@ -19,10 +21,9 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from .scalar import round_f16
-from .simd import (I32 as _I32, VEC as _VEC, elem_ptr as _elem_ptr, f32x16,
-                   lane_mask as _lane_mask, splat as _splat, vadd as _vadd, vload as _vload,
-                   vmul as _vmul, vstore as _vstore, vstorem as _vstorem, vsub as _vsub,
-                   vzero as _vzero, vmax as _vmax, vsplat as _vsplat, vhmax as _vhmax,
+from .simd import (F32xNType, I32 as _I32, elem_ptr as _elem_ptr, lane_mask as _lane_mask, native as V,
+                   splat as _splat, vadd as _vadd, vmul as _vmul, vstore as _vstore,
+                   vstorem as _vstorem, vsub as _vsub, vmax as _vmax, vhmax as _vhmax,
                    vhsum as _vhsum)
 
 from . import JIT as _JIT
@@ -145,24 +146,26 @@ def _softmax_rows(x):
 
 
 # ----------------------------------------------------------------------------------------
-# float32 softmax on <16 x float> vectors (AVX-512; see sgemm.py for the vector type)
+# float32 softmax and layer norm on the target's vectors (kernels/simd.py `native`: 16 lanes on
+# AVX-512, 8 on AVX2, 4 on the generic target)
 # ----------------------------------------------------------------------------------------
 
 
-def _vconst(value):
-    """A <16 x float> constant (value rounded to float32 first)."""
-    return ir.Constant(_VEC, [float(np.float32(value))] * 16)
+def _vconst(value, lanes):
+    """A <lanes x float> constant (value rounded to float32 first)."""
+    return ir.Constant(ir.VectorType(ir.FloatType(), lanes), [float(np.float32(value))] * lanes)
 
 
 def _vintrinsic(builder, name, *args):
-    """Call the LLVM vector intrinsic `name` (all operands and the result <16 x float>)."""
+    """Call the LLVM vector intrinsic `name` (all operands and the result of one vector type)."""
+    vec = args[0].type
     fn = cgutils.get_or_insert_function(
-        builder.module, ir.FunctionType(_VEC, [_VEC] * len(args)), name)
+        builder.module, ir.FunctionType(vec, [vec] * len(args)), name)
     return builder.call(fn, list(args))
 
 
 def _exp_nonpos_ir(builder, x):
-    """IR of exp on 16 lanes for x <= 0 or NaN (all softmax sees after subtracting the maximum).
+    """IR of exp on each lane of x for x <= 0 or NaN (all softmax sees after subtracting the maximum).
 
     ``expf``'s Cephes reduction and polynomial with fused multiply-adds; n = round(x / ln2) comes
     from the 1.5 * 2**23 trick (z = x * log2(e) + 1.5 * 2**23 holds n in its low mantissa bits, so
@@ -170,64 +173,74 @@ def _exp_nonpos_ir(builder, x):
     LLVM leaves undefined).  exp(x < -87.34) = 0 as in ``expf``; a NaN propagates through the
     arithmetic (NaN times any 2**n is NaN).  Max relative error 7.5e-8 (measured on [-87, 0]).
     """
-    vi32 = ir.VectorType(_I32, 16)
+    lanes = x.type.count
+    vi32 = ir.VectorType(_I32, lanes)
 
     def fma(a, b, c):
-        return _vintrinsic(builder, "llvm.fma.v16f32", a, b, c)
+        return _vintrinsic(builder, f"llvm.fma.v{lanes}f32", a, b, c)
 
-    lo = _vconst(-87.33654)
+    def const(value):
+        return _vconst(value, lanes)
+
+    lo = const(-87.33654)
     under = builder.fcmp_ordered("<", x, lo)
     t = builder.select(under, lo, x)           # n >= -126: 2**n is a normal float
-    magic = _vconst(12582912.0)
-    z = fma(t, _vconst(1.44269504088896341), magic)
+    magic = const(12582912.0)
+    z = fma(t, const(1.44269504088896341), magic)
     n = builder.fsub(z, magic)
-    r = fma(n, _vconst(2.12194440e-4), fma(n, _vconst(-0.693359375), t))
-    p = _vconst(1.9875691500e-4)
+    r = fma(n, const(2.12194440e-4), fma(n, const(-0.693359375), t))
+    p = const(1.9875691500e-4)
     for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
               5.0000001201e-1):
-        p = fma(p, r, _vconst(c))
-    y = fma(fma(p, r, _vconst(1.0)), r, _vconst(1.0))   # 1 + r + r**2 p(r)
+        p = fma(p, r, const(c))
+    y = fma(fma(p, r, const(1.0)), r, const(1.0))   # 1 + r + r**2 p(r)
     # bits(z) - bits(1.5 * 2**23) = n; (n + 127) << 23 are the bits of 2**n
-    bits = builder.add(builder.bitcast(z, vi32), ir.Constant(vi32, [127 - 0x4B400000] * 16))
-    two_n = builder.bitcast(builder.shl(bits, ir.Constant(vi32, [23] * 16)), _VEC)
-    return builder.select(under, _vconst(0.0), builder.fmul(y, two_n))
+    bits = builder.add(builder.bitcast(z, vi32), ir.Constant(vi32, [127 - 0x4B400000] * lanes))
+    two_n = builder.bitcast(builder.shl(bits, ir.Constant(vi32, [23] * lanes)), x.type)
+    return builder.select(under, const(0.0), builder.fmul(y, two_n))
 
 
 @intrinsic
 def _vexp_nonpos(typingctx, x):
     """exp of each lane, for lanes <= 0 or NaN (see _exp_nonpos_ir)."""
+    if not isinstance(x, F32xNType):
+        return None
+
     def codegen(context, builder, sig, args):
         return _exp_nonpos_ir(builder, args[0])
-    return f32x16(f32x16), codegen
+    return x(x), codegen
 
 
 @intrinsic
 def _vload_fill(typingctx, a, i, cnt, fill):
-    """a[i:i+cnt] in the first cnt lanes (cnt <= 16), `fill` in the others; lanes past cnt are
-    never read (llvm.masked.load), so a[i+cnt:i+16] may lie past the end of a."""
+    """a[i:i+cnt] in the first cnt lanes of a native vector (cnt <= V.LANES), `fill` in the
+    others; lanes past cnt are never read (llvm.masked.load), so they may lie past the end."""
     if a != _F32_1D or fill != types.float32:
         return None
+    t = V.f32
+    vec = ir.VectorType(ir.FloatType(), t.lanes)
 
     def codegen(context, builder, sig, args):
         p = _elem_ptr(context, builder, sig.args[0], args[0], args[1])
-        m = _lane_mask(builder, args[2])
+        m = _lane_mask(builder, args[2], t.lanes)
         fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(_VEC, [_VEC.as_pointer(), _I32, m.type, _VEC]),
-            "llvm.masked.load.v16f32.p0")
-        return builder.call(fn, [builder.bitcast(p, _VEC.as_pointer()), _I32(4), m,
-                                 _splat(builder, args[3])])
-    return f32x16(a, types.intp, types.intp, types.float32), codegen
+            builder.module, ir.FunctionType(vec, [vec.as_pointer(), _I32, m.type, vec]),
+            f"llvm.masked.load.v{t.lanes}f32.p0")
+        return builder.call(fn, [builder.bitcast(p, vec.as_pointer()), _I32(4), m,
+                                 _splat(builder, args[3], t.lanes)])
+    return t(a, types.intp, types.intp, types.float32), codegen
 
 
 @intrinsic
 def _vtail(typingctx, v, cnt, fill):
     """v with the lanes from cnt on set to `fill`."""
-    if fill != types.float32:
+    if fill != types.float32 or not isinstance(v, F32xNType):
         return None
 
     def codegen(context, builder, sig, args):
-        return builder.select(_lane_mask(builder, args[1]), args[0], _splat(builder, args[2]))
-    return f32x16(f32x16, types.intp, types.float32), codegen
+        return builder.select(_lane_mask(builder, args[1], v.lanes), args[0],
+                              _splat(builder, args[2], v.lanes))
+    return v(v, types.intp, types.float32), codegen
 
 
 @njit(**_JIT)
@@ -235,8 +248,9 @@ def softmax_f32(x, scale):
     """Softmax of each row of a float32 (rows, n) array, of (x * scale) rather than x when a
     constant scale was folded in (rounded to float32 exactly as a separate Mul would).
 
-    Explicit 512-bit vectors: only for CPUs with AVX-512 (sgemm.has_avx512()); about 3.5x the
-    speed of ``softmax`` on 128-wide rows.  Semantics as ``softmax``: the maximum ignores NaNs (a
+    Explicit vectors of the target's width (simd.native: one zmm, ymm or xmm register each);
+    chosen where ``target.split16`` (AVX-512 and AVX2); about 3.5x the speed of ``softmax`` on
+    128-wide rows.  Semantics as ``softmax``: the maximum ignores NaNs (a
     NaN then makes its row NaN through exp), a row whose maximum is -inf or +inf gives NaNs (as
     inf - inf does in the reference); the sum of exps is taken once and its reciprocal
     multiplies (as ONNX Runtime does).
@@ -244,31 +258,50 @@ def softmax_f32(x, scale):
     rows, n = x.shape
     xf = np.ascontiguousarray(x).reshape(-1)
     out = np.empty(rows * n, np.float32)
-    s = _vsplat(np.float32(scale))
+    s = V.splat(np.float32(scale))
     ninf, zero = np.float32(-np.inf), np.float32(0)
-    tail = n % 16
+    L = V.LANES
+    tail = n % L
     full = n - tail
+    full2 = full - full % (2 * L)      # the max and sum passes take two vectors a step
     for r in range(rows):
         base = r * n
-        acc = _vsplat(ninf)
-        for j in range(base, base + full, 16):
-            acc = _vmax(_vmul(_vload(xf, j), s), acc)
+        acc, acc1 = V.splat(ninf), V.splat(ninf)
+        for j in range(base, base + full2, 2 * L):
+            acc = _vmax(_vmul(V.load(xf, j), s), acc)
+            acc1 = _vmax(_vmul(V.load(xf, j + L), s), acc1)
+        if full2 < full:
+            acc = _vmax(_vmul(V.load(xf, base + full2), s), acc)
         if tail:
             v = _vmul(_vload_fill(xf, base + full, tail, zero), s)
-            acc = _vmax(_vtail(v, tail, ninf), acc)   # fill after scaling: -inf * -s = +inf
-        m = _vsplat(_vhmax(acc))
-        tot = _vzero()
-        for j in range(base, base + full, 16):
-            e = _vexp_nonpos(_vsub(_vmul(_vload(xf, j), s), m))
+            acc1 = _vmax(_vtail(v, tail, ninf), acc1)   # fill after scaling: -inf * -s = +inf
+        m = V.splat(_vhmax(_vmax(acc, acc1)))
+        tot, tot1 = V.zero(), V.zero()
+        for j in range(base, base + full2, 2 * L):
+            # both loads before either store: `out` might alias `xf` for all LLVM knows, so a
+            # load after a store would wait for it (one exp chain at a time, ~10% slower)
+            x0, x1 = V.load(xf, j), V.load(xf, j + L)
+            e = _vexp_nonpos(_vsub(_vmul(x0, s), m))
+            e1 = _vexp_nonpos(_vsub(_vmul(x1, s), m))
             _vstore(out, j, e)
+            _vstore(out, j + L, e1)
+            tot = _vadd(tot, e)
+            tot1 = _vadd(tot1, e1)
+        if full2 < full:
+            e = _vexp_nonpos(_vsub(_vmul(V.load(xf, base + full2), s), m))
+            _vstore(out, base + full2, e)
             tot = _vadd(tot, e)
         if tail:
             e = _vexp_nonpos(_vsub(_vmul(_vload_fill(xf, base + full, tail, zero), s), m))
             _vstorem(out, base + full, e, tail)
-            tot = _vadd(tot, _vtail(e, tail, zero))
-        inv = _vsplat(np.float32(1) / _vhsum(tot))
-        for j in range(base, base + full, 16):
-            _vstore(out, j, _vmul(_vload(out, j), inv))
+            tot1 = _vadd(tot1, _vtail(e, tail, zero))
+        inv = V.splat(np.float32(1) / _vhsum(_vadd(tot, tot1)))
+        for j in range(base, base + full2, 2 * L):
+            o0, o1 = V.load(out, j), V.load(out, j + L)
+            _vstore(out, j, _vmul(o0, inv))
+            _vstore(out, j + L, _vmul(o1, inv))
+        if full2 < full:
+            _vstore(out, base + full2, _vmul(V.load(out, base + full2), inv))
         if tail:
             _vstorem(out, base + full, _vmul(_vload_fill(out, base + full, tail, zero), inv), tail)
     return out.reshape((rows, n))
@@ -359,8 +392,9 @@ def _mean_var(x, r, acc):
 def layer_norm(x, scale, bias, eps):
     """Rows of x (rows, cols) normalized, times scale (cols,), plus bias (cols,) or None.
 
-    Returns (y, mean (rows,), inv_std_dev (rows,)).  float32 runs on explicit <16 x float>
-    vectors (``_layer_norm_f32``, ~4x faster), other types on the auto-vectorised loops."""
+    Returns (y, mean (rows,), inv_std_dev (rows,)).  float32 runs on explicit vectors of the
+    target's width (``_layer_norm_f32``, ~4x faster), other types on the auto-vectorised
+    loops."""
     return _layer_norm_impl(x, scale, bias, eps)
 
 
@@ -399,41 +433,53 @@ def _layer_norm_any(x, scale, bias, eps):
 
 @njit(**_JIT)
 def _layer_norm_f32(x, scale, bias, eps):
-    """float32 layer_norm on 16-lane vectors: the same three passes per row (sum, sum of squared
-    deviations, output) and the same operations in float32 (lane-wise partial sums then a
-    pairwise reduction, as ``_row_sum``)."""
+    """float32 layer_norm on the target's vectors (simd.native): the same three passes per row
+    (sum, sum of squared deviations, output) and the same operations in float32 (lane-wise
+    partial sums then a pairwise reduction, as ``_row_sum``).  The sums run two vectors a step
+    into two accumulators: one add chain a step is latency-bound (on AVX2, 8-lane vectors with one
+    chain took 37 us for 128 rows of 768, against 22 for two)."""
     rows, cols = x.shape
     xf = np.ascontiguousarray(x).reshape(-1)
     sf = np.ascontiguousarray(scale).reshape(-1)
     bf = np.zeros(cols, np.float32) if bias is None else np.ascontiguousarray(bias).reshape(-1)
     y = np.empty(rows * cols, np.float32)
     means, invs = np.empty(rows, np.float32), np.empty(rows, np.float32)
-    tail = cols % 16
+    L = V.LANES
+    tail = cols % L
     full = cols - tail
+    full2 = full - full % (2 * L)      # the reductions take two vectors a step
     zero, n = np.float32(0), np.float32(cols)
     for r in range(rows):
         base = r * cols
-        acc = _vzero()
-        for j in range(0, full, 16):
-            acc = _vadd(acc, _vload(xf, base + j))
+        acc, acc1 = V.zero(), V.zero()
+        for j in range(0, full2, 2 * L):
+            acc = _vadd(acc, V.load(xf, base + j))
+            acc1 = _vadd(acc1, V.load(xf, base + j + L))
+        if full2 < full:
+            acc = _vadd(acc, V.load(xf, base + full2))
         if tail:
-            acc = _vadd(acc, _vload_fill(xf, base + full, tail, zero))
-        mean = _vhsum(acc) / n
-        m = _vsplat(mean)
-        acc = _vzero()
-        for j in range(0, full, 16):
-            d = _vsub(_vload(xf, base + j), m)
+            acc1 = _vadd(acc1, _vload_fill(xf, base + full, tail, zero))
+        mean = _vhsum(_vadd(acc, acc1)) / n
+        m = V.splat(mean)
+        acc, acc1 = V.zero(), V.zero()
+        for j in range(0, full2, 2 * L):
+            d = _vsub(V.load(xf, base + j), m)
+            acc = _vadd(acc, _vmul(d, d))
+            d1 = _vsub(V.load(xf, base + j + L), m)
+            acc1 = _vadd(acc1, _vmul(d1, d1))
+        if full2 < full:
+            d = _vsub(V.load(xf, base + full2), m)
             acc = _vadd(acc, _vmul(d, d))
         if tail:
             d = _vsub(_vload_fill(xf, base + full, tail, zero), m)
-            acc = _vadd(acc, _vtail(_vmul(d, d), tail, zero))
-        var = _vhsum(acc) / n
+            acc1 = _vadd(acc1, _vtail(_vmul(d, d), tail, zero))
+        var = _vhsum(_vadd(acc, acc1)) / n
         inv = np.float32(1) / np.sqrt(var + np.float32(eps))
         means[r], invs[r] = mean, inv
-        iv = _vsplat(inv)
-        for j in range(0, full, 16):
-            d = _vmul(_vmul(_vsub(_vload(xf, base + j), m), iv), _vload(sf, j))
-            _vstore(y, base + j, _vadd(d, _vload(bf, j)))
+        iv = V.splat(inv)
+        for j in range(0, full, L):
+            d = _vmul(_vmul(_vsub(V.load(xf, base + j), m), iv), V.load(sf, j))
+            _vstore(y, base + j, _vadd(d, V.load(bf, j)))
         if tail:
             d = _vmul(_vmul(_vsub(_vload_fill(xf, base + full, tail, zero), m), iv),
                       _vload_fill(sf, full, tail, zero))

@@ -33,7 +33,7 @@ from . import PRANGE_ONLY
 from .microkernels import ck1, ck4, ck8, ck12, k1, k4, k8, k12
 from .epilogue import NO_BOUNDS, act1, act_rows, act_run
 from .parallel import I0, NO, PAR_MIN_MACS, num_threads, split_range
-from .simd import (LANES, has_avx512, vadd, vload, vloadm, vrelu_if, vsplat, vstore, vstorem,
+from .simd import (LANES16 as LANES, has_avx512, vadd, vload, vloadm, vrelu_if, vsplat, vstore, vstorem,
                    vtranspose16, vzero)
 
 from . import JIT as _JIT

@@ -1,24 +1,37 @@
-"""The SIMD layer: an explicit float32 vector type and the intrinsics that emit its LLVM IR.
+"""The SIMD layer: explicit float32 vector types, one per width, and the intrinsics that emit
+their LLVM IR.
 
 LLVM's auto-vectoriser prefers 256-bit vectors on skylake-avx512-class CPUs, so loops never
-use zmm registers.  Instead the Numba type ``F32x16`` has the LLVM vector ``<LANES x float>``
-as its data model, and a handful of ``@intrinsic``s (load / broadcast / fma / add / select /
-relu / masked load and store / prefetch / 16 x 16 transpose / lane sum and max) emit vector
-IR directly; accumulators are plain local variables, so LLVM keeps them in registers
-(explicit 512-bit vector IR is legal without any function attribute: the X86 backend only
-narrows vectors it created itself).  The intrinsics do NO bounds checking - their callers
-guarantee every access is in range (prefetches may point past the end; they never fault).
-Every intrinsic is static (no dynamic globals), so the kernels built on them stay
+use zmm registers.  Instead the Numba types ``F32x16`` / ``F32x8`` / ``F32x4`` (``F32xN``) have
+the LLVM vector ``<N x float>`` as their data model, and a handful of ``@intrinsic``s (load /
+broadcast / fma / add / select / relu / masked load and store / prefetch / 16 x 16 transpose /
+lane sum and max) emit vector IR directly; accumulators are plain local variables, so LLVM keeps
+them in registers (explicit 512-bit vector IR is legal without any function attribute: the X86
+backend only narrows vectors it created itself).  The intrinsics do NO bounds checking - their
+callers guarantee every access is in range (prefetches may point past the end; they never
+fault).  Every intrinsic is static (no dynamic globals), so the kernels built on them stay
 disk-cacheable.
 
-``LANES`` is the one place the vector width is written.  Today every explicit-vector kernel
-is 16 lanes (one AVX-512 register) and is chosen only where ``has_avx512()`` - read from
-``onnxjit.target.host()`` - is true; ``host().f32_lanes`` is the target's native width (8 on
-AVX2, 4 on generic), for kernels that will pick a width from the target.
+Widths.  ``LANES`` is the target's width, chosen once from ``onnxjit.target.host()``
+(``f32_lanes``: 16 on AVX-512, 8 on AVX2, 4 on the generic target / NEON-class), and
+``native`` is the set of vector constructors of that width: a kernel written against
+``native`` (``V.load``, ``V.zero``, ``V.splat``, ``V.LANES`` ...) runs one register per vector
+on every target (kernels/normalization.py's Softmax and LayerNorm rows).  ``w16``, ``w8`` and
+``w4`` are the sets of a fixed width.  The element-wise intrinsics (``vfma``, ``vadd``,
+``vmax``, ``vstore``, ``vhsum`` ...) take vectors of any width (all of one width).
+
+The module-level constructors (``vload``, ``vbcast``, ``vzero``, ``vsplat``, ``vloadm``,
+``vload_span``) and ``LANES16`` are the 16-lane set, for the kernels designed around 16 lanes:
+the register-blocked GEMM micro-kernels (12 x 32 tiles in zmm; AVX2 has its own 6 x 16 ones in
+ymm pairs), the 16 x 16 in-register transposes (``vtranspose16``: depthwise 3x3, transposes),
+pooling rows, the Winograd and recurrent kernels.  They are chosen where ``has_avx512()`` (or
+``target.split16``: few live vectors, which AVX2 runs as ymm halves at the same FMA peak).
 
 Layers: simd (this module) and parallel (threads) sit under the kernels; microkernels.py
 (generated) and the GEMM / conv / pooling / normalization kernels import from them.
 """
+
+import types as _pytypes
 
 from llvmlite import ir
 from numba import njit, types
@@ -26,44 +39,65 @@ from numba.core import cgutils
 from numba.core.datamodel import models
 from numba.extending import intrinsic, register_model
 
-LANES = 16  # float32 lanes of the explicit vector type F32x16 (one zmm register)
-
 from . import JIT as _JIT
+from ..target import host as _host
+
+LANES16 = 16                     # the lanes of the module-level (16-lane) constructors
+LANES = _host().f32_lanes        # the target's float32 lanes per register (16, 8 or 4)
+WIDTHS = (16, 8, 4)
 
 
-class F32x16Type(types.Type):
-    """Numba type of an LLVM <16 x float> value (one zmm register)."""
+class F32xNType(types.Type):
+    """Numba type of an LLVM <N x float> value (one zmm register for N = 16, ymm for 8, xmm
+    for 4)."""
 
-    def __init__(self):
-        super().__init__(name="F32x16")
+    def __init__(self, lanes=16):
+        self.lanes = lanes
+        super().__init__(name=f"F32x{lanes}")
 
 
-f32x16 = F32x16Type()
-VEC = ir.VectorType(ir.FloatType(), LANES)
+F32x16Type = F32xNType             # the name kernels imported before widths existed
+f32x16, f32x8, f32x4 = F32xNType(16), F32xNType(8), F32xNType(4)
+_F32 = {16: f32x16, 8: f32x8, 4: f32x4}
+VEC = ir.VectorType(ir.FloatType(), 16)
 I32 = ir.IntType(32)
 I8P = ir.IntType(8).as_pointer()
 F32_1D = types.Array(types.float32, 1, "C")
 
 
-@register_model(F32x16Type)
-class _F32x16Model(models.PrimitiveModel):
+def vec_type(lanes):
+    """The Numba vector type of `lanes` float32 lanes."""
+    return _F32[lanes]
+
+
+@register_model(F32xNType)
+class _F32xNModel(models.PrimitiveModel):
     def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, VEC)
+        super().__init__(dmm, fe_type, ir.VectorType(ir.FloatType(), fe_type.lanes))
 
 
 def has_avx512():
     """True when Numba generates code for a CPU with AVX-512F (``target.host().avx512``).
 
-    Without it the kernels still compute correctly, but LLVM splits every <16 x float> into
-    narrower vectors and the 24 accumulators spill: callers should use BLAS instead.
+    Without it the 16-lane kernels still compute correctly, but LLVM splits every <16 x float>
+    into narrower vectors and the register-blocked GEMMs' 24 accumulators spill: callers use
+    BLAS or the AVX2 kernels instead.
     """
-    from ..target import host
-    return host().avx512
+    return _host().avx512
 
 
 # ----------------------------------------------------------------------------------------
 # codegen helpers (for intrinsics defined here and in sibling kernels)
 # ----------------------------------------------------------------------------------------
+
+
+def _is_vec(t):
+    return isinstance(t, F32xNType)
+
+
+def _same_vecs(*ts):
+    """The common vector type of `ts`, or None when they are not vectors of one width."""
+    return ts[0] if all(_is_vec(t) for t in ts) and len(set(ts)) == 1 else None
 
 
 def elem_ptr(context, builder, aryty, ary, idx):
@@ -72,92 +106,75 @@ def elem_ptr(context, builder, aryty, ary, idx):
     return builder.gep(arr.data, [idx])
 
 
-def splat(builder, x):
-    """The scalar x in all lanes."""
-    v = builder.insert_element(ir.Constant(VEC, ir.Undefined), x, I32(0))
-    return builder.shuffle_vector(v, ir.Constant(VEC, ir.Undefined),
-                                  ir.Constant(ir.VectorType(I32, LANES), [0] * LANES))
+def splat(builder, x, lanes=16):
+    """The scalar x in all `lanes` lanes."""
+    vec = ir.VectorType(x.type, lanes)
+    v = builder.insert_element(ir.Constant(vec, ir.Undefined), x, I32(0))
+    return builder.shuffle_vector(v, ir.Constant(vec, ir.Undefined),
+                                  ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
 
 
-def lane_mask(builder, cnt):
-    """<16 x i1>: lane i set when i < cnt (cnt an intp)."""
-    iota = ir.Constant(ir.VectorType(I32, LANES), list(range(LANES)))
+def lane_mask(builder, cnt, lanes=16):
+    """<lanes x i1>: lane i set when i < cnt (cnt an intp)."""
+    iota = ir.Constant(ir.VectorType(I32, lanes), list(range(lanes)))
     n = builder.trunc(cnt, I32)
-    nv = builder.insert_element(ir.Constant(ir.VectorType(I32, LANES), ir.Undefined), n, I32(0))
-    nv = builder.shuffle_vector(nv, ir.Constant(ir.VectorType(I32, LANES), ir.Undefined),
-                                ir.Constant(ir.VectorType(I32, LANES), [0] * LANES))
+    nv = builder.insert_element(ir.Constant(ir.VectorType(I32, lanes), ir.Undefined), n, I32(0))
+    nv = builder.shuffle_vector(nv, ir.Constant(ir.VectorType(I32, lanes), ir.Undefined),
+                                ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
     return builder.icmp_signed("<", iota, nv)
 
 
+def lanes_of(value):
+    """The number of lanes of an LLVM vector value."""
+    return value.type.count
+
+
 def lane_op(name, method, doc):
-    """An intrinsic computing builder.<method>(a, b) on two <16 x float> vectors."""
+    """An intrinsic computing builder.<method>(a, b) on two vectors of one width."""
     def op(typingctx, a, b):
+        t = _same_vecs(a, b)
+        if t is None:
+            return None
+
         def codegen(context, builder, sig, args):
             return getattr(builder, method)(args[0], args[1])
-        return f32x16(f32x16, f32x16), codegen
+        return t(t, t), codegen
     op.__name__ = op.__qualname__ = name
     op.__doc__ = doc
     return intrinsic(op)
 
 
 # ----------------------------------------------------------------------------------------
-# intrinsics
+# width-generic intrinsics: the width comes from the vector arguments
 # ----------------------------------------------------------------------------------------
 
 
 @intrinsic
-def vload(typingctx, a, i):
-    """a[i:i+16] as a vector (unaligned load)."""
-    if a != F32_1D:
-        return None
-
-    def codegen(context, builder, sig, args):
-        p = elem_ptr(context, builder, sig.args[0], args[0], args[1])
-        return builder.load(builder.bitcast(p, VEC.as_pointer()), align=4)
-    return f32x16(a, types.intp), codegen
-
-
-@intrinsic
 def vstore(typingctx, a, i, v):
-    """a[i:i+16] = v (unaligned store)."""
-    if a != F32_1D:
+    """a[i:i+N] = v (unaligned store)."""
+    if a != F32_1D or not _is_vec(v):
         return None
 
     def codegen(context, builder, sig, args):
         p = elem_ptr(context, builder, sig.args[0], args[0], args[1])
-        builder.store(args[2], builder.bitcast(p, VEC.as_pointer()), align=4)
+        builder.store(args[2], builder.bitcast(p, args[2].type.as_pointer()), align=4)
         return context.get_dummy_value()
-    return types.void(a, types.intp, f32x16), codegen
-
-
-@intrinsic
-def vbcast(typingctx, a, i):
-    """a[i] broadcast to all 16 lanes (vbroadcastss from memory)."""
-    if a != F32_1D:
-        return None
-
-    def codegen(context, builder, sig, args):
-        x = builder.load(elem_ptr(context, builder, sig.args[0], args[0], args[1]), align=4)
-        return splat(builder, x)
-    return f32x16(a, types.intp), codegen
-
-
-@intrinsic
-def vzero(typingctx):
-    """All-zero vector."""
-    def codegen(context, builder, sig, args):
-        return ir.Constant(VEC, [0.0] * LANES)
-    return f32x16(), codegen
+    return types.void(a, types.intp, v), codegen
 
 
 @intrinsic
 def vfma(typingctx, a, b, c):
     """a * b + c, fused (llvm.fma -> vfmadd231ps)."""
+    t = _same_vecs(a, b, c)
+    if t is None:
+        return None
+
     def codegen(context, builder, sig, args):
+        vec = args[0].type
         fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(VEC, [VEC, VEC, VEC]), f"llvm.fma.v{LANES}f32")
+            builder.module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{t.lanes}f32")
         return builder.call(fn, args)
-    return f32x16(f32x16, f32x16, f32x16), codegen
+    return t(t, t, t), codegen
 
 
 vadd = lane_op("vadd", "fadd", "a + b.")
@@ -168,24 +185,32 @@ vmul = lane_op("vmul", "fmul", "a * b.")
 @intrinsic
 def vsel(typingctx, cond, a, b):
     """cond ? a : b for a scalar bool cond (no branch)."""
+    t = _same_vecs(a, b)
+    if t is None:
+        return None
+
     def codegen(context, builder, sig, args):
         return builder.select(args[0], args[1], args[2])
-    return f32x16(types.boolean, f32x16, f32x16), codegen
+    return t(types.boolean, t, t), codegen
 
 
 @intrinsic
 def vrelu_if(typingctx, a, cond):
     """(cond and a < 0) ? 0 : a, lane-wise (NaN stays NaN)."""
+    if not _is_vec(a):
+        return None
+    lanes = a.lanes
+
     def codegen(context, builder, sig, args):
-        z = ir.Constant(VEC, [0.0] * LANES)
+        z = ir.Constant(args[0].type, [0.0] * lanes)
         neg = builder.fcmp_ordered("<", args[0], z)
-        b1 = ir.VectorType(ir.IntType(1), LANES)
+        b1 = ir.VectorType(ir.IntType(1), lanes)
         c = builder.insert_element(ir.Constant(b1, ir.Undefined), args[1], I32(0))
         c = builder.shuffle_vector(c, ir.Constant(b1, ir.Undefined),
-                                   ir.Constant(ir.VectorType(I32, LANES), [0] * LANES))
+                                   ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
         m = builder.and_(neg, c)
         return builder.select(m, z, args[0])
-    return f32x16(f32x16, types.boolean), codegen
+    return a(a, types.boolean), codegen
 
 
 @intrinsic
@@ -205,61 +230,28 @@ def prefetch(typingctx, a, i):
 
 
 @intrinsic
-def vloadm(typingctx, a, i, cnt):
-    """a[i:i+cnt] in the first cnt lanes (cnt <= 16), zeros elsewhere; masked-off lanes are
-    never read (llvm.masked.load), so a[i+cnt:i+16] may lie past the end."""
-    if a != F32_1D:
-        return None
-
-    def codegen(context, builder, sig, args):
-        p = elem_ptr(context, builder, sig.args[0], args[0], args[1])
-        m = lane_mask(builder, args[2])
-        fn = cgutils.get_or_insert_function(
-            builder.module,
-            ir.FunctionType(VEC, [VEC.as_pointer(), I32, m.type, VEC]),
-            f"llvm.masked.load.v{LANES}f32.p0")
-        return builder.call(fn, [builder.bitcast(p, VEC.as_pointer()), I32(4), m,
-                                 ir.Constant(VEC, [0.0] * LANES)])
-    return f32x16(a, types.intp, types.intp), codegen
-
-
-@intrinsic
 def vstorem(typingctx, a, i, v, cnt):
     """a[i:i+cnt] = first cnt lanes of v (llvm.masked.store; other lanes untouched)."""
-    if a != F32_1D:
+    if a != F32_1D or not _is_vec(v):
         return None
+    lanes = v.lanes
 
     def codegen(context, builder, sig, args):
+        vec = args[2].type
         p = elem_ptr(context, builder, sig.args[0], args[0], args[1])
-        m = lane_mask(builder, args[3])
+        m = lane_mask(builder, args[3], lanes)
         fn = cgutils.get_or_insert_function(
             builder.module,
-            ir.FunctionType(ir.VoidType(), [VEC, VEC.as_pointer(), I32, m.type]),
-            f"llvm.masked.store.v{LANES}f32.p0")
-        builder.call(fn, [args[2], builder.bitcast(p, VEC.as_pointer()), I32(4), m])
+            ir.FunctionType(ir.VoidType(), [vec, vec.as_pointer(), I32, m.type]),
+            f"llvm.masked.store.v{lanes}f32.p0")
+        builder.call(fn, [args[2], builder.bitcast(p, vec.as_pointer()), I32(4), m])
         return context.get_dummy_value()
-    return types.void(a, types.intp, f32x16, types.intp), codegen
-
-
-# ----------------------------------------------------------------------------------------
-# lane shuffles, max, splat and padded row loads (pooling, normalization, strided conv)
-# ----------------------------------------------------------------------------------------
-
-
-@intrinsic
-def vsplat(typingctx, x):
-    """A float32 scalar in all 16 lanes."""
-    if x != types.float32:
-        return None
-
-    def codegen(context, builder, sig, args):
-        return splat(builder, args[0])
-    return f32x16(types.float32), codegen
+    return types.void(a, types.intp, v, types.intp), codegen
 
 
 def reduce_ir(builder, v, combine):
-    """Tree reduction of the LANES lanes of v with combine(builder, lo, hi) -> scalar."""
-    width, undef = LANES, ir.Constant(v.type, ir.Undefined)
+    """Tree reduction of the lanes of v with combine(builder, lo, hi) -> scalar."""
+    width, undef = lanes_of(v), ir.Constant(v.type, ir.Undefined)
     while width > 1:
         half = width // 2
         lo = builder.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, half),
@@ -273,62 +265,79 @@ def reduce_ir(builder, v, combine):
 @intrinsic
 def vhmax(typingctx, v):
     """Largest lane (a NaN lane is skipped unless it is compared last: callers keep NaNs out)."""
+    if not _is_vec(v):
+        return None
+
     def codegen(context, builder, sig, args):
         return reduce_ir(builder, args[0], lambda b, x, y: b.select(
             b.fcmp_ordered(">", x, y), x, y))
-    return types.float32(f32x16), codegen
+    return types.float32(v), codegen
 
 
 @intrinsic
 def vhsum(typingctx, v):
     """Sum of the lanes (pairwise)."""
+    if not _is_vec(v):
+        return None
+
     def codegen(context, builder, sig, args):
         return reduce_ir(builder, args[0], lambda b, x, y: b.fadd(x, y))
-    return types.float32(f32x16), codegen
+    return types.float32(v), codegen
 
 
 @intrinsic
 def vmax(typingctx, a, b):
     """a > b ? a : b per lane: a NaN in `a` leaves b (so a running maximum ignores NaNs)."""
+    t = _same_vecs(a, b)
+    if t is None:
+        return None
+
     def codegen(context, builder, sig, args):
         return builder.select(builder.fcmp_ordered(">", args[0], args[1]), args[0], args[1])
-    return f32x16(f32x16, f32x16), codegen
+    return t(t, t), codegen
 
 
-_SHUF_EVEN = ir.Constant(ir.VectorType(I32, LANES), list(range(0, 2 * LANES, 2)))
-_SHUF_ODD = ir.Constant(ir.VectorType(I32, LANES), list(range(1, 2 * LANES, 2)))
-_SHUF_NEXT = ir.Constant(ir.VectorType(I32, LANES), list(range(1, LANES + 1)))
-
-
-def shuffle_op(name, mask, doc):
-    """An intrinsic: 16 lanes picked by shuffle `mask` from the 32 of two vectors a, b."""
+def shuffle_op(name, masks, doc):
+    """An intrinsic: N lanes picked by shuffle mask masks(N) from the 2N of two vectors a, b."""
     def op(typingctx, a, b):
+        t = _same_vecs(a, b)
+        if t is None:
+            return None
+        mask = ir.Constant(ir.VectorType(I32, t.lanes), masks(t.lanes))
+
         def codegen(context, builder, sig, args):
             return builder.shuffle_vector(args[0], args[1], mask)
-        return f32x16(f32x16, f32x16), codegen
+        return t(t, t), codegen
     op.__name__ = op.__qualname__ = name
     op.__doc__ = doc
     return intrinsic(op)
 
 
+vevens = shuffle_op("vevens", lambda n: list(range(0, 2 * n, 2)),
+                    "a[0], a[2], ..., a[N-2], b[0], ..., b[N-2].")
+vodds = shuffle_op("vodds", lambda n: list(range(1, 2 * n, 2)),
+                   "a[1], a[3], ..., a[N-1], b[1], ..., b[N-1].")
+vnext = shuffle_op("vnext", lambda n: list(range(1, n + 1)),
+                   "a[1], ..., a[N-1], b[0]: a shifted by one lane.")
+
+
 @intrinsic
 def vtranspose16(typingctx, rows):
-    """The 16 x 16 transpose of a tuple of 16 vectors (lane j of vector i -> lane i of vector
-    j): four rounds of two-vector shuffles, each swapping the off-diagonal blocks of size
-    8, 4, 2, 1 (64 shuffles)."""
-    if not (isinstance(rows, types.UniTuple) and rows.count == LANES and rows.dtype == f32x16):
+    """The 16 x 16 transpose of a tuple of 16 16-lane vectors (lane j of vector i -> lane i of
+    vector j): four rounds of two-vector shuffles, each swapping the off-diagonal blocks of
+    size 8, 4, 2, 1 (64 shuffles)."""
+    if not (isinstance(rows, types.UniTuple) and rows.count == LANES16 and rows.dtype == f32x16):
         return None
-    ret = types.UniTuple(f32x16, LANES)
+    ret = types.UniTuple(f32x16, LANES16)
 
     def codegen(context, builder, sig, args):
-        v = [builder.extract_value(args[0], i) for i in range(LANES)]
-        s = LANES // 2
+        n = LANES16
+        v = [builder.extract_value(args[0], i) for i in range(n)]
+        s = n // 2
         while s:
-            lo = ir.Constant(ir.VectorType(I32, LANES),
-                             [j if not j & s else LANES + j - s for j in range(LANES)])
-            hi = ir.Constant(ir.VectorType(I32, LANES),
-                             [j + s if not j & s else LANES + j for j in range(LANES)])
-            for r in range(LANES):
+            lo = ir.Constant(ir.VectorType(I32, n), [j if not j & s else n + j - s for j in range(n)])
+            hi = ir.Constant(ir.VectorType(I32, n), [j + s if not j & s else n + j for j in range(n)])
+            for r in range(n):
                 if not r & s:
                     a, b = v[r], v[r + s]
                     v[r] = builder.shuffle_vector(a, b, lo)
@@ -338,32 +347,117 @@ def vtranspose16(typingctx, rows):
     return ret(rows), codegen
 
 
-vevens = shuffle_op("vevens", _SHUF_EVEN, "a[0], a[2], ..., a[14], b[0], ..., b[14].")
-vodds = shuffle_op("vodds", _SHUF_ODD, "a[1], a[3], ..., a[15], b[1], ..., b[15].")
-vnext = shuffle_op("vnext", _SHUF_NEXT, "a[1], ..., a[15], b[0]: a shifted by one lane.")
+# ----------------------------------------------------------------------------------------
+# constructors: one set per width (w16, w8, w4; `native` is the target's)
+# ----------------------------------------------------------------------------------------
 
 
-@intrinsic
-def vload_span(typingctx, a, i, lo, hi, fill):
-    """a[i+k] in the lanes lo <= k < hi, `fill` in the others, which are never read
-    (llvm.masked.load): they may lie outside a, before it as well as past its end."""
-    if a != F32_1D or fill != types.float32:
-        return None
+def _constructors(lanes):
+    """{name: intrinsic} of the vectors of `lanes` lanes made from memory or scalars."""
+    t = _F32[lanes]
+    vec = ir.VectorType(ir.FloatType(), lanes)
 
-    def codegen(context, builder, sig, args):
-        m = builder.and_(builder.not_(lane_mask(builder, args[2])), lane_mask(builder, args[3]))
-        p = elem_ptr(context, builder, sig.args[0], args[0], args[1])
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(VEC, [VEC.as_pointer(), I32, m.type, VEC]),
-            f"llvm.masked.load.v{LANES}f32.p0")
-        return builder.call(fn, [builder.bitcast(p, VEC.as_pointer()), I32(4), m,
-                                 splat(builder, args[4])])
-    return f32x16(a, types.intp, types.intp, types.intp, types.float32), codegen
+    def load(typingctx, a, i):
+        """a[i:i+N] as a vector (unaligned load)."""
+        if a != F32_1D:
+            return None
+
+        def codegen(context, builder, sig, args):
+            p = elem_ptr(context, builder, sig.args[0], args[0], args[1])
+            return builder.load(builder.bitcast(p, vec.as_pointer()), align=4)
+        return t(a, types.intp), codegen
+
+    def bcast(typingctx, a, i):
+        """a[i] broadcast to all lanes (vbroadcastss from memory)."""
+        if a != F32_1D:
+            return None
+
+        def codegen(context, builder, sig, args):
+            x = builder.load(elem_ptr(context, builder, sig.args[0], args[0], args[1]), align=4)
+            return splat(builder, x, lanes)
+        return t(a, types.intp), codegen
+
+    def zero(typingctx):
+        """All-zero vector."""
+        def codegen(context, builder, sig, args):
+            return ir.Constant(vec, [0.0] * lanes)
+        return t(), codegen
+
+    def splat_(typingctx, x):
+        """A float32 scalar in all lanes."""
+        if x != types.float32:
+            return None
+
+        def codegen(context, builder, sig, args):
+            return splat(builder, args[0], lanes)
+        return t(types.float32), codegen
+
+    def loadm(typingctx, a, i, cnt):
+        """a[i:i+cnt] in the first cnt lanes (cnt <= N), zeros elsewhere; masked-off lanes are
+        never read (llvm.masked.load), so a[i+cnt:i+N] may lie past the end."""
+        if a != F32_1D:
+            return None
+
+        def codegen(context, builder, sig, args):
+            p = elem_ptr(context, builder, sig.args[0], args[0], args[1])
+            m = lane_mask(builder, args[2], lanes)
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vec, [vec.as_pointer(), I32, m.type, vec]),
+                f"llvm.masked.load.v{lanes}f32.p0")
+            return builder.call(fn, [builder.bitcast(p, vec.as_pointer()), I32(4), m,
+                                     ir.Constant(vec, [0.0] * lanes)])
+        return t(a, types.intp, types.intp), codegen
+
+    def load_span(typingctx, a, i, lo, hi, fill):
+        """a[i+k] in the lanes lo <= k < hi, `fill` in the others, which are never read
+        (llvm.masked.load): they may lie outside a, before it as well as past its end."""
+        if a != F32_1D or fill != types.float32:
+            return None
+
+        def codegen(context, builder, sig, args):
+            m = builder.and_(builder.not_(lane_mask(builder, args[2], lanes)),
+                             lane_mask(builder, args[3], lanes))
+            p = elem_ptr(context, builder, sig.args[0], args[0], args[1])
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vec, [vec.as_pointer(), I32, m.type, vec]),
+                f"llvm.masked.load.v{lanes}f32.p0")
+            return builder.call(fn, [builder.bitcast(p, vec.as_pointer()), I32(4), m,
+                                     splat(builder, args[4], lanes)])
+        return t(a, types.intp, types.intp, types.intp, types.float32), codegen
+
+    made = {"load": load, "bcast": bcast, "zero": zero, "splat": splat_, "loadm": loadm,
+            "load_span": load_span}
+    out = {}
+    for name, fn in made.items():
+        fn.__name__ = fn.__qualname__ = f"v{name}{lanes}"
+        out[name] = intrinsic(fn)
+    return out
+
+
+def _width_module(lanes):
+    """A module object holding the constructors of one width and the generic intrinsics, so
+    that compiled code reads `V.load(a, i)`, `V.fma(a, b, c)`, `V.LANES` (Numba resolves a
+    module's attributes at compile time)."""
+    m = _pytypes.ModuleType(f"{__name__}.w{lanes}",
+                            f"float32 vectors of {lanes} lanes (onnxjit.kernels.simd)")
+    m.__dict__.update(_constructors(lanes))
+    m.__dict__.update(LANES=lanes, f32=_F32[lanes], store=vstore, storem=vstorem, fma=vfma,
+                      add=vadd, sub=vsub, mul=vmul, max=vmax, sel=vsel, hsum=vhsum, hmax=vhmax,
+                      relu_if=vrelu_if)
+    return m
+
+
+w16, w8, w4 = _width_module(16), _width_module(8), _width_module(4)
+native = {16: w16, 8: w8, 4: w4}[LANES]     # the target's width
+
+# The 16-lane constructors under the names the 16-lane kernels use
+vload, vbcast, vzero, vsplat, vloadm, vload_span = (
+    w16.load, w16.bcast, w16.zero, w16.splat, w16.loadm, w16.load_span)
 
 
 @njit(inline="always", **_JIT)
 def row_vec(xf, row, W, c, pad):
     """Columns c .. c+15 of the input row starting at xf[row] (width W), `pad` outside it."""
-    if c >= 0 and c + LANES <= W:
+    if c >= 0 and c + LANES16 <= W:
         return vload(xf, row + c)
-    return vload_span(xf, row + c, max(0, -c), min(LANES, W - c), pad)
+    return vload_span(xf, row + c, max(0, -c), min(LANES16, W - c), pad)
