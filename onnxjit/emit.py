@@ -290,13 +290,14 @@ class Emitter:
         statement = statements[kernel.name]
         lines = list(statement.lines)
         if call.kind in ("python", "view", "library"):
-            # Python source, its library calls' ints as Python ints (steps.kernel_arg)
+            # Python source: its library calls pass Python ints (steps.kernel_arg's int64 is
+            # for compiled code)
             lines[-1] = f"{statement.lhs} = {kernel.op.render(statement.names, compiled=False)}"
         if call.kind in ("python", "view"):
-            # Python source calling a library kernel (or a numpy reshape): its dispatcher
-            # compiles (or loads from its cache) at the first run, for the types it meets.
-            # Later calls are compiled for what it makes as C arrays (another layout compiles
-            # again when met).
+            # Run as Python: a numpy reshape, or a library kernel wrapped in reshapes whose
+            # dispatcher compiles (or loads from its cache) at the first run, for the types it
+            # meets. Later calls are compiled for what it makes as C arrays (another layout
+            # compiles again when met).
             types.update((t, self.values[t]) for t in statement.targets)
             return lines
         if call.kind == "movement":

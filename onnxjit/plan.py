@@ -230,8 +230,8 @@ def driver_groups(kernels, python_library=False):
     onnx node tests' 381 segments held only fused kernels), for ~0.5 us a run per call saved."""
     groups, group = [], []
     for k in kernels:
-        if (k.driver_library or k.movement or (python_library and k.library_calls)
-                or (python_library and k.kind == "fused")):
+        if k.driver_library or k.movement or (python_library and (k.library_calls
+                                                                  or k.kind == "fused")):
             groups.extend([group, k] if group else [k])
             group = []
             continue
