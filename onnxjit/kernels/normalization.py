@@ -21,13 +21,12 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from .scalar import round_f16
-from .simd import (F32xNType, I32 as _I32, elem_ptr as _elem_ptr, lane_mask as _lane_mask, native as V,
+from .simd import (F32xNType, I32 as _I32, lane_mask as _lane_mask, native as V,
                    splat as _splat, vadd as _vadd, vmul as _vmul, vstore as _vstore,
                    vstorem as _vstorem, vsub as _vsub, vmax as _vmax, vhmax as _vhmax,
                    vhsum as _vhsum)
 
 from . import JIT as _JIT
-_F32_1D = types.Array(types.float32, 1, "C")
 
 
 @intrinsic
@@ -212,26 +211,6 @@ def _vexp_nonpos(typingctx, x):
 
 
 @intrinsic
-def _vload_fill(typingctx, a, i, cnt, fill):
-    """a[i:i+cnt] in the first cnt lanes of a native vector (cnt <= V.LANES), `fill` in the
-    others; lanes past cnt are never read (llvm.masked.load), so they may lie past the end."""
-    if a != _F32_1D or fill != types.float32:
-        return None
-    t = V.f32
-    vec = ir.VectorType(ir.FloatType(), t.lanes)
-
-    def codegen(context, builder, sig, args):
-        p = _elem_ptr(context, builder, sig.args[0], args[0], args[1])
-        m = _lane_mask(builder, args[2], t.lanes)
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(vec, [vec.as_pointer(), _I32, m.type, vec]),
-            f"llvm.masked.load.v{t.lanes}f32.p0")
-        return builder.call(fn, [builder.bitcast(p, vec.as_pointer()), _I32(4), m,
-                                 _splat(builder, args[3], t.lanes)])
-    return t(a, types.intp, types.intp, types.float32), codegen
-
-
-@intrinsic
 def _vtail(typingctx, v, cnt, fill):
     """v with the lanes from cnt on set to `fill`."""
     if fill != types.float32 or not isinstance(v, F32xNType):
@@ -273,7 +252,7 @@ def softmax_f32(x, scale):
         if full2 < full:
             acc = _vmax(_vmul(V.load(xf, base + full2), s), acc)
         if tail:
-            v = _vmul(_vload_fill(xf, base + full, tail, zero), s)
+            v = _vmul(V.load_span(xf, base + full, 0, tail, zero), s)
             acc1 = _vmax(_vtail(v, tail, ninf), acc1)   # fill after scaling: -inf * -s = +inf
         m = V.splat(_vhmax(_vmax(acc, acc1)))
         tot, tot1 = V.zero(), V.zero()
@@ -292,7 +271,7 @@ def softmax_f32(x, scale):
             _vstore(out, base + full2, e)
             tot = _vadd(tot, e)
         if tail:
-            e = _vexp_nonpos(_vsub(_vmul(_vload_fill(xf, base + full, tail, zero), s), m))
+            e = _vexp_nonpos(_vsub(_vmul(V.load_span(xf, base + full, 0, tail, zero), s), m))
             _vstorem(out, base + full, e, tail)
             tot1 = _vadd(tot1, _vtail(e, tail, zero))
         inv = V.splat(np.float32(1) / _vhsum(_vadd(tot, tot1)))
@@ -303,7 +282,7 @@ def softmax_f32(x, scale):
         if full2 < full:
             _vstore(out, base + full2, _vmul(V.load(out, base + full2), inv))
         if tail:
-            _vstorem(out, base + full, _vmul(_vload_fill(out, base + full, tail, zero), inv), tail)
+            _vstorem(out, base + full, _vmul(V.load_span(out, base + full, 0, tail, zero), inv), tail)
     return out.reshape((rows, n))
 
 
@@ -458,7 +437,7 @@ def _layer_norm_f32(x, scale, bias, eps):
         if full2 < full:
             acc = _vadd(acc, V.load(xf, base + full2))
         if tail:
-            acc1 = _vadd(acc1, _vload_fill(xf, base + full, tail, zero))
+            acc1 = _vadd(acc1, V.load_span(xf, base + full, 0, tail, zero))
         mean = _vhsum(_vadd(acc, acc1)) / n
         m = V.splat(mean)
         acc, acc1 = V.zero(), V.zero()
@@ -471,7 +450,7 @@ def _layer_norm_f32(x, scale, bias, eps):
             d = _vsub(V.load(xf, base + full2), m)
             acc = _vadd(acc, _vmul(d, d))
         if tail:
-            d = _vsub(_vload_fill(xf, base + full, tail, zero), m)
+            d = _vsub(V.load_span(xf, base + full, 0, tail, zero), m)
             acc1 = _vadd(acc1, _vtail(_vmul(d, d), tail, zero))
         var = _vhsum(_vadd(acc, acc1)) / n
         inv = np.float32(1) / np.sqrt(var + np.float32(eps))
@@ -481,9 +460,9 @@ def _layer_norm_f32(x, scale, bias, eps):
             d = _vmul(_vmul(_vsub(V.load(xf, base + j), m), iv), V.load(sf, j))
             _vstore(y, base + j, _vadd(d, V.load(bf, j)))
         if tail:
-            d = _vmul(_vmul(_vsub(_vload_fill(xf, base + full, tail, zero), m), iv),
-                      _vload_fill(sf, full, tail, zero))
-            _vstorem(y, base + full, _vadd(d, _vload_fill(bf, full, tail, zero)), tail)
+            d = _vmul(_vmul(_vsub(V.load_span(xf, base + full, 0, tail, zero), m), iv),
+                      V.load_span(sf, full, 0, tail, zero))
+            _vstorem(y, base + full, _vadd(d, V.load_span(bf, full, 0, tail, zero)), tail)
     return y.reshape((rows, cols)), means, invs
 
 
