@@ -44,7 +44,6 @@ from ..target import host as _host
 
 LANES16 = 16                     # the lanes of the module-level (16-lane) constructors
 LANES = _host().f32_lanes        # the target's float32 lanes per register (16, 8 or 4)
-WIDTHS = (16, 8, 4)
 
 
 class F32xNType(types.Type):
@@ -63,11 +62,6 @@ VEC = ir.VectorType(ir.FloatType(), 16)
 I32 = ir.IntType(32)
 I8P = ir.IntType(8).as_pointer()
 F32_1D = types.Array(types.float32, 1, "C")
-
-
-def vec_type(lanes):
-    """The Numba vector type of `lanes` float32 lanes."""
-    return _F32[lanes]
 
 
 @register_model(F32xNType)
@@ -122,11 +116,6 @@ def lane_mask(builder, cnt, lanes=16):
     nv = builder.shuffle_vector(nv, ir.Constant(ir.VectorType(I32, lanes), ir.Undefined),
                                 ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
     return builder.icmp_signed("<", iota, nv)
-
-
-def lanes_of(value):
-    """The number of lanes of an LLVM vector value."""
-    return value.type.count
 
 
 def lane_op(name, method, doc):
@@ -251,7 +240,7 @@ def vstorem(typingctx, a, i, v, cnt):
 
 def reduce_ir(builder, v, combine):
     """Tree reduction of the lanes of v with combine(builder, lo, hi) -> scalar."""
-    width, undef = lanes_of(v), ir.Constant(v.type, ir.Undefined)
+    width, undef = v.type.count, ir.Constant(v.type, ir.Undefined)
     while width > 1:
         half = width // 2
         lo = builder.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, half),
@@ -448,7 +437,8 @@ def _width_module(lanes):
 
 
 w16, w8, w4 = _width_module(16), _width_module(8), _width_module(4)
-native = {16: w16, 8: w8, 4: w4}[LANES]     # the target's width
+by_lanes = {16: w16, 8: w8, 4: w4}
+native = by_lanes[LANES]     # the target's width
 
 # The 16-lane constructors under the names the 16-lane kernels use
 vload, vbcast, vzero, vsplat, vloadm, vload_span = (

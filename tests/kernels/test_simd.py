@@ -15,7 +15,8 @@ from onnxjit.kernels import normalization, simd
 def test_native_width_is_the_targets():
     t = target.host()
     assert simd.LANES == t.f32_lanes == simd.native.LANES
-    assert simd.native is {16: simd.w16, 8: simd.w8, 4: simd.w4}[t.f32_lanes]
+    assert simd.native is simd.by_lanes[t.f32_lanes]
+    assert [simd.by_lanes[n].LANES for n in (16, 8, 4)] == [16, 8, 4]
     assert simd.LANES16 == 16 and simd.w16.f32 is simd.f32x16
 
 
@@ -39,7 +40,7 @@ def _kernel(V):
 
 @pytest.mark.parametrize("width", [16, 8, 4])
 def test_intrinsics_of_each_width_match_numpy(width):
-    V = {16: simd.w16, 8: simd.w8, 4: simd.w4}[width]
+    V = simd.by_lanes[width]
     rng = np.random.default_rng(width)
     a = rng.standard_normal(width).astype(np.float32)
     b = rng.standard_normal(width).astype(np.float32)
