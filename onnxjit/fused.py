@@ -61,7 +61,8 @@ def shared_kernel(function_of, kernels_digest, modules=(), parallel=False):
 
 def fused_kernel(kernel, kernels_digest):
     """The SharedKernel of a planned "fused" kernel."""
-    modules = set().union(*(s.modules for s in kernel.steps))
+    # views: every operand is seen as the loop nest's shape (kernels/views.py)
+    modules = set().union(*(s.modules for s in kernel.steps)) | {"views"}
     if any(s.outs[0].dtype in NARROW_FLOATS for s in kernel.steps):
         modules.add("scalar")      # the rounding to float16/bfloat16 (write_body)
     return shared_kernel(lambda name: function_text(kernel, name), kernels_digest, modules,
@@ -94,7 +95,7 @@ def function_text(kernel, name):
         loops.level += 1
     write_body(loops, kernel, params, views, idx, outs)
     same = len(groups) == len(kernel.shape) and all(len(g) == 1 for g in groups)
-    rets = [outs[id(o)] + ("" if same else f".reshape({tuple_src(sizes)})")
+    rets = [outs[id(o)] if same else f"__k_views.c_view({outs[id(o)]}, {tuple_src(sizes)})"
             for o in kernel.outputs]
     return fill(
         "fused_kernel.py.tmpl", name=name, params=", ".join(params),
@@ -103,8 +104,8 @@ def function_text(kernel, name):
         + (", parallel=__PRANGE_ONLY" if parallel else ""),
         sizes=[f"{n} = {' * '.join(sizes[d] for d in g) if g else '1'}"
                for n, g in zip(bounds, groups)],
-        inputs=[f"{p}_ = __np.ascontiguousarray({p}).reshape("
-                f"{tuple_src([n if full else '1' for n, full in zip(bounds, view)])})"
+        inputs=[f"{p}_ = __k_views.c_view("
+                f"{p}, {tuple_src([n if full else '1' for n, full in zip(bounds, view)])})"
                 for p, view in zip(params, views)],
         outputs=[f"{outs[id(o)]} = __np.empty({tuple_src(bounds)}, {dtype_src(o.dtype)})"
                  for o in kernel.outputs],

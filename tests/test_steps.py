@@ -356,4 +356,6 @@ def test_fused_kernel_renders_the_trees():
     assert "v1 = __np.float64(__k_scalar.maximum(v0, __np.float32(0.0)))" in text
     imports = [line for line in fused.fused_kernel(kernel, "0" * 16).file_text.splitlines()
                if line.startswith("from onnxjit.kernels import")]
-    assert imports == ["from onnxjit.kernels import scalar as __k_scalar"]
+    assert imports == ["from onnxjit.kernels import scalar as __k_scalar",
+                       "from onnxjit.kernels import views as __k_views"]
+    assert "a0_ = __k_views.c_view(a0, (n0,))" in text
