@@ -145,17 +145,20 @@ print(json.dumps({{"hits": sum(st.cache_hits.values()), "misses": sum(st.cache_m
 
 
 def numba_cache_runs(child, dispatcher, cache_dir):
-    """Run `child` (Python source) in two fresh processes sharing NUMBA_CACHE_DIR=cache_dir;
-    the Numba disk-cache {hits, misses} of `dispatcher` (a name in child) in each."""
+    """Run `child` (Python source, written to a script beside cache_dir so that functions it
+    defines can be cached too) in two fresh processes sharing NUMBA_CACHE_DIR=cache_dir; the
+    Numba disk-cache {hits, misses} of `dispatcher` (a name in child) in each."""
     import json
     import os
+    import pathlib
     import subprocess
     import sys
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
-    code = child + _STATS.format(name=dispatcher)
+    script = pathlib.Path(cache_dir).parent / "numba_cache_child.py"
+    script.write_text(child + _STATS.format(name=dispatcher))
 
     def run():
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+        out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
                              text=True, check=True)
         return json.loads(out.stdout.strip().splitlines()[-1])
     return run(), run()

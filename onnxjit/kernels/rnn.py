@@ -251,6 +251,7 @@ from llvmlite import ir as _ir
 from numba.core import cgutils as _cg
 from numba.extending import intrinsic as _intrinsic
 
+from .parallel import I0
 from .sgemm import pack_b, sgemm_packed
 from .simd import (f32x16, vadd as _vadd, vbcast as _vbcast, vfma as _vfma,
                    vload as _vload, vmul as _vmul, vstore as _vstore, vsub as _vsub,
@@ -422,7 +423,7 @@ def _xw_padded(x, wp, bias, gates, hs):
         for j in range(hs):
             bp[g * hp + j] = bias[g * hs + j]
     x2 = np.ascontiguousarray(x.reshape((seq * nb, ni))).astype(np.float32)
-    return sgemm_packed(x2, wp, gates * hp, bp, 0)
+    return sgemm_packed(x2, wp, gates * hp, bp, I0)   # int64: a literal 0 compiles apart
 
 
 @njit(**_JIT)

@@ -521,8 +521,13 @@ def conv1x1_packed_cols(x, wp, m, bias, act, res, bounds=NO_BOUNDS):
 
 
 def conv1x1_packed(x, wp, m, bias, act, res, bounds=NO_BOUNDS):
-    """conv1x1_packed from Python (tests, the Python driver): the entry conv1x1_small picks."""
+    """conv1x1_packed from Python (tests, the Python driver): the entry conv1x1_small picks,
+    called with the argument types the lowering passes (a bias array, an empty residual for
+    none, float bounds), so that it runs the specialization a model compiles, not one more."""
     small = conv1x1_small(x.shape[2] * x.shape[3], m, x.shape[1])
+    bias = np.zeros(m, np.float32) if bias is None else bias
+    res = np.empty((0, 0, 0, 0), np.float32) if res is None else res
+    bounds = (float(bounds[0]), float(bounds[1]))
     return (conv1x1_packed_small if small else conv1x1_packed_cols)(x, wp, m, bias, act, res,
                                                                     bounds)
 

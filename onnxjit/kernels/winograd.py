@@ -627,8 +627,9 @@ def conv3x3(x, u, b, pads, act, res, gemm):
 
     x (N, C, H, W) C-contiguous float32/float64; u = winograd_weights(w, m) in x's dtype,
     (alpha^2, C, M) with m = 2 or 4 read off its first dim; b (M,); pads (top, left, bottom,
-    right) >= 0; act 0 none / 1 Relu; res None or a C-contiguous (N, M, OH, OW) array; gemm
-    the point-GEMM kernel (``point_gemm(target, dtype)``; GEMM_CK only for float32).
+    right) >= 0; act 0 none / 1 Relu; res a C-contiguous (N, M, OH, OW) array, or an empty
+    one for none (as the lowering passes it; None works too, as a specialization of its
+    own); gemm the point-GEMM kernel (``point_gemm(target, dtype)``; GEMM_CK only for float32).
     Returns a new (N, M, OH, OW) array of x's dtype.  Output widths above ~1000 (m=2) or
     M*ceil(OW/m) > 65600 exceed the scratch buffers and raise (use_winograd returns 0).
 

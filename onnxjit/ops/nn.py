@@ -238,9 +238,10 @@ def _conv_op(meta):
         return call("winograd", "conv3x3", x, w, b, pads, act, res, gemm)
     if kind == "s2":
         m, kernel = arg
-        args = (x, w, (Param(m), "m"), (Param(kernel), "kernel"), b, pads, act, res)
+        args = (x, w, (Param(m), "m"), (Param(kernel), "kernel"), b, pads, act, res, bounds)
         if wrap:
-            return call("conv_epilogue", "conv_s2_act", *args, bounds)
+            return call("conv_epilogue", "conv_s2_act", *args)
+        # the bounds always passed: an omitted default is a type of its own (one more compile)
         return call("conv_s2", "conv_s2", *args)
     if kind == "packed":
         m, kernel = arg

@@ -63,4 +63,5 @@ def test_packed_weights_must_match():
     x = np.zeros((1, 3, 9, 9), np.float32)
     wq = conv_s2.pack_s2(np.zeros((8, 3, 3, 3), np.float32))
     with pytest.raises(ValueError, match="packed weights do not match"):
-        conv_s2.conv_s2(x, wq, 8, (5, 5), np.zeros(8, np.float32), (0, 0, 0, 0), 0, None)
+        conv_s2.conv_s2(x, wq, 8, (5, 5), np.zeros(8, np.float32), (0, 0, 0, 0), 0,
+                        np.empty((0, 0, 0, 0), np.float32), (0.0, 0.0))
