@@ -295,6 +295,14 @@ def kernel_label(name):
 
 
 # -- background compilation -------------------------------------------------------------------
+# One background compile job at a time per process: a job already runs compile_workers() worker
+# processes (one per core, at most 4), so a second one only oversubscribes the cores. Without
+# this, a process preparing models in a loop started two workers per model, all at once (47
+# compiling processes on two cores were seen, each holding 100-270 MB). Later jobs wait their
+# turn; their reps answer on the reference tier meanwhile.
+_JOB_SLOT = threading.Lock()
+
+
 class BackgroundCompile:
     """Compiles one signature of a model in a worker process, then loads the result here.
 
@@ -324,7 +332,13 @@ class BackgroundCompile:
         from .pipeline import compile_model
         try:
             job = write_job(self.model, self.signature, self.values, self.label, self.options)
-            ok = run_worker(job, self.progress)
+            if not _JOB_SLOT.acquire(blocking=False):
+                log.info("onnxjit: %s waits for another background compile", self.label)
+                _JOB_SLOT.acquire()
+            try:
+                ok = run_worker(job, self.progress)
+            finally:
+                _JOB_SLOT.release()
             if not ok:
                 log.warning("the compile worker failed; compiling in this process")
             compiled = compile_model(self.model, self.signature, self.label, values=self.values,

@@ -302,3 +302,33 @@ def test_reference_tier_leaves_the_process_locale():
         assert locale.setlocale(locale.LC_ALL) == "C.UTF-8"
     finally:
         locale.setlocale(locale.LC_ALL, before)
+
+
+def test_background_compiles_run_one_job_at_a_time(monkeypatch):
+    """Preparing models in a loop queues their background compiles: one job (its worker
+    processes) at a time, not two workers per model all at once."""
+    import threading
+    import time
+
+    from onnxjit import tiers
+
+    active, most, lock = [0], [0], threading.Lock()
+
+    def fake_worker(job, progress, parts=None):
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        time.sleep(0.2)
+        with lock:
+            active[0] -= 1
+        return False            # then each job compiles in this process, as after a failure
+
+    monkeypatch.setattr(tiers, "run_worker", fake_worker)
+    ready = []
+    jobs = [tiers.BackgroundCompile(pool_model(), (("x", (2, 4, 3, 3), np.dtype(np.float32)),),
+                                    {}, f"job{i}", {}, ready.append) for i in range(4)]
+    for job in jobs:
+        assert job.wait(timeout=600)
+    assert most[0] == 1, most
+    assert len(ready) == 4
+
