@@ -70,7 +70,7 @@ def split_range(n, parts, t, align):
 # are a parfor gufunc or its wrappers, made while a function of onnxjit.kernels compiles, whose
 # own code (before linking) is under THIN_INSTRUCTIONS: anything with real work inline, a fused
 # kernel's prange (not in onnxjit.kernels) and every other library are optimized as before.
-THIN_INSTRUCTIONS = 600
+THIN_INSTRUCTIONS = 1000    # the gufunc bodies of onnxjit's kernels: 100-710 (many arguments)
 TRIMMED = []          # the names of the libraries whose module pipelines were skipped (diagnostics)
 _GUFUNC_LEVELS = ("__numba_parfor_gufunc", "<numba.np.ufunc.wrappers._GufuncWrapper",
                   "parallelgufuncwrapper")
