@@ -10,8 +10,8 @@ and a test run compiles ~1,400 such kernels. A C-contiguous array needs none of 
 keeps the data pointer and takes C strides from the new shape.
 
 An array that is not C-contiguous (a strided view handed in by a caller) is copied first, as
-`np.ascontiguousarray` would. A `shape` with a negative size, or whose product is not the array's size, raises
-ValueError: the view never reads past the data.
+`np.ascontiguousarray` would. A `shape` with a negative size, or whose product is not the
+array's size, raises ValueError: the view never reads past the data.
 """
 
 from __future__ import annotations
