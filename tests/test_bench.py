@@ -275,8 +275,32 @@ class _WrongBaseline(bench.ReferenceBaseline):
 
 
 def test_mismatch_is_flagged(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(bench, "make_baseline", _WrongBaseline)
+    """onnxjit's outputs off by 1: onnx.reference sides with the baseline, the row is a MISMATCH
+    and the exit status 1."""
+    monkeypatch.setattr(bench, "make_baseline", bench.ReferenceBaseline)
+    cold = bench._jit_cold
+
+    def wrong_jit(*args):
+        rep, outputs = cold(*args)
+        return rep, [o + 1 for o in outputs]
+    monkeypatch.setattr(bench, "_jit_cold", wrong_jit)
     assert bench.main([_save(tmp_path, "one_node", models.one_node()), "--repeat", "2",
                        "--quiet"]) == 1
     out = capsys.readouterr().out
     assert "MISMATCH" in out and "differs beyond rtol" in out
+    assert "both agree with onnx.reference" not in out and "onnxjit max abs 1.0e+00" in out
+
+
+def test_a_wrong_baseline_is_refereed(tmp_path, monkeypatch, capsys):
+    """The baseline off by 1 (as ORT's saturating AVX2 int8 kernels are on int8_transformer):
+    onnx.reference sides with onnxjit; the row says so, keeps onnxjit's own difference to the
+    reference, and bench does not fail."""
+    monkeypatch.setattr(bench, "make_baseline", _WrongBaseline)
+    json_path = tmp_path / "r.json"
+    assert bench.main([_save(tmp_path, "one_node", models.one_node()), "--repeat", "2",
+                       "--quiet", "--json", str(json_path)]) == 0
+    out = capsys.readouterr().out
+    assert "MISMATCH" not in out and "onnx.reference agrees with onnxjit" in out
+    row = json.loads(json_path.read_text())["results"][0]
+    assert row["status"] == "onnx-reference-off" and row["max_abs"] <= 1e-6
+    assert row["ratio"] is not None

@@ -2,7 +2,8 @@
 
 For each model: random inputs of the declared shapes; onnxjit cold prepare (a fresh, private
 ONNXJIT_CACHE_DIR) and warm prepare (a second process on the same cache dir, so Numba's disk cache is
-what is measured); ORT session creation; outputs compared with ORT's; then `rep.run` and
+what is measured); ORT session creation; outputs compared with ORT's (where they differ,
+onnx.reference decides: "ort-off" when it agrees with onnxjit, else "MISMATCH"); then `rep.run` and
 `session.run` timed *alternately*, in short blocks of calls, after warm-up (medians, p90, median of
 per-pair ratios).
 
@@ -382,10 +383,39 @@ def bench_model(name, model, options, baseline, progress):
         if rep is not None and run_ref is not None:
             row.update(compare(jit_out, ref_out))
             if not row.pop("match"):
-                row["status"], row["detail"] = "MISMATCH", row["problem"]
+                _referee(row, model, feeds, jit_out, ref_out, baseline, progress)
             row.pop("problem")
         _latency(row, rep, list(feeds.values()), run_ref, feeds, options, progress)
     return row
+
+
+def _referee(row, model, feeds, jit_out, ref_out, baseline, progress):
+    """onnxjit and the baseline disagree: onnx's reference evaluator decides. Where onnxjit
+    agrees with it and the baseline does not (ORT's AVX2 int8 kernels saturate vpmaddubsw's
+    16-bit sums, for one), the row is "ort-off" with both differences in the note, and
+    max_abs/max_rel are onnxjit's against the reference; otherwise "MISMATCH"."""
+    problem = row["problem"]
+    try:
+        from onnx.reference import ReferenceEvaluator
+        with progress.step("outputs differ: onnx.reference decides"):
+            oracle = list(ReferenceEvaluator(model).run(None, feeds))
+    except Exception as exc:
+        row["status"], row["detail"] = "MISMATCH", (
+            f"{problem} (onnx.reference could not decide: {type(exc).__name__}: {exc})")
+        return
+    jit, base = compare(jit_out, oracle), compare(ref_out, oracle)
+    if jit["match"] and not base["match"]:
+        short = "ort" if baseline.name == "onnxruntime" else baseline.name
+        row.update(status=f"{short}-off", max_abs=jit["max_abs"], max_rel=jit["max_rel"],
+                   detail=f"onnxjit and {baseline.name}: {problem}; onnx.reference agrees with "
+                          f"onnxjit (max abs {jit['max_abs']:.1e}), not with {baseline.name} "
+                          f"(max abs {base['max_abs']:.1e})")
+    else:
+        verdict = ("neither agrees with onnx.reference" if not jit["match"] else
+                   "both agree with onnx.reference")
+        row["status"], row["detail"] = "MISMATCH", (
+            f"{problem}; {verdict} (onnxjit max abs {jit['max_abs']:.1e}, {baseline.name} "
+            f"{base['max_abs']:.1e})")
 
 
 def _jit_cold(row, model, inputs, work, progress):
