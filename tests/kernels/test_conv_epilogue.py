@@ -201,6 +201,8 @@ DW3_CASES = [
     ((2, 20, 5, 8), 1, (0, 1, 1, 0)),       # ... batch 2, asymmetric pads
     ((1, 18, 14, 14), 2, (1, 1, 1, 1)),     # ... stride 2 down to 7x7
     ((1, 17, 6, 5), 2, (2, 2, 2, 2)),       # ... padding wider than a tap
+    ((1, 2, 61, 70), 1, (1, 1, 1, 1)),      # large planes in bands of rows (DW3_BANDS): 61
+    ((1, 2, 95, 91), 2, (1, 0, 0, 1)),      # rows, not a multiple of 4; stride 2, one by one
 ]
 
 
@@ -239,6 +241,14 @@ def test_depthwise3x3_f32(xs, s, pads, act):
     assert got.shape == want.shape and got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert np.array_equal(np.isnan(got), np.isnan(want))
+
+
+def test_dw3_cases_cover_every_band():
+    """DW3_CASES hold a plane of each DW3_BANDS entry (and the whole-plane walk)."""
+    from onnxjit.kernels.depthwise import DW3_BANDS
+    for lim, stride, _ in DW3_BANDS:
+        assert any(s == stride and xs[2] * xs[3] > lim for xs, s, _ in DW3_CASES)
+    assert any(xs[2] * xs[3] <= min(lim for lim, _, _ in DW3_BANDS) for xs, _, _ in DW3_CASES)
 
 
 def test_depthwise3x3_f32_edges_do_not_leak():
