@@ -292,7 +292,7 @@ def test_mismatch_is_flagged(tmp_path, monkeypatch, capsys):
 
 
 def test_a_wrong_baseline_is_refereed(tmp_path, monkeypatch, capsys):
-    """The baseline off by 1 (as ORT's saturating AVX2 int8 kernels are on int8_transformer):
+    """The baseline off by 1 (as ORT is, by 0.15, on int8_transformer on an AVX2 CPU):
     onnx.reference sides with onnxjit; the row says so, keeps onnxjit's own difference to the
     reference, and bench does not fail."""
     monkeypatch.setattr(bench, "make_baseline", _WrongBaseline)
