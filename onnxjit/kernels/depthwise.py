@@ -372,7 +372,7 @@ def depthwise3x3_f32(x, w, b, strides, pads, act, bounds):
 # loop reads a few lines of every row, a strided walk the hardware prefetchers do not follow,
 # and the plane no longer stays in L1 between blocks. (input plane floats above, stride,
 # output rows per band); smaller planes are one band. Measured on the 2-core Zen 3 (AVX2) VM,
-# 1 thread, interleaved in one process (/tmp/s10/dwab.py), warm / inputs rotating out of
+# 1 thread, the two walks interleaved in one process, warm / inputs rotating out of
 # cache, us: 32x112x112 s1 whole plane 480 / 1622, bands of 4 352 / 508; 96x112x112 s2
 # 2965 / 2898 against rows one by one 1286 / 1237; 144x56x56 s1 543 / 1324 against bands of
 # 4 526 / 561; 144x56x56 s2 and planes of 28x28 and less: the whole plane was fastest.
