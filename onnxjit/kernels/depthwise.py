@@ -321,10 +321,11 @@ def depthwise3x3_f32(x, w, b, strides, pads, act, bounds):
     three taps; rows outside the input are skipped; bias, activation (kernels/epilogue.py)
     and a store, masked at the row's end.  No padded copy, no scalar loops.  Everything in
     the loop is an intrinsic: an njit helper taking an array there costs a reference count
-    per call.  The loop over 16-column blocks is outside the loop over a band's rows (1.3-1.8x
-    faster: each block's masks and edge branch are computed once per band; DW3_BANDS).  With several
-    Numba threads (and PAR_MIN_MACS of work) the planes are shared out.  Output rows of at
-    most DW3_CL_MAX_OW columns run channels-last instead (``_dw3_cl_groups``)."""
+    per call.  The loop over 16-column blocks is outside the loop over a band's rows
+    (1.3-1.8x faster: each block's masks and edge branch are computed once per band;
+    DW3_BANDS).  With several Numba threads (and PAR_MIN_MACS of work) the planes are shared
+    out.  Output rows of at most DW3_CL_MAX_OW columns run channels-last instead
+    (``_dw3_cl_groups``)."""
     N, C, H, W = x.shape
     s = strides[0]
     pt, pl, pb, pr = pads
@@ -370,8 +371,8 @@ def depthwise3x3_f32(x, w, b, strides, pads, act, bounds):
 # (each block's masks and edge branch hoisted out of the band's row loop: 1.3-1.8x faster on
 # small planes in cache than row by row), band after band. Down a whole large plane the block
 # loop reads a few lines of every row, a strided walk the hardware prefetchers do not follow,
-# and the plane no longer stays in L1 between blocks. (input plane floats above, stride,
-# output rows per band); smaller planes are one band. Measured on the 2-core Zen 3 (AVX2) VM,
+# and the plane no longer stays in L1 between blocks. Entries: (input plane floats above which,
+# stride, output rows per band); other planes are one band. Measured on the 2-core Zen 3 VM,
 # 1 thread, the two walks interleaved in one process, warm / inputs rotating out of
 # cache, us: 32x112x112 s1 whole plane 480 / 1622, bands of 4 352 / 508; 96x112x112 s2
 # 2965 / 2898 against rows one by one 1286 / 1237; 144x56x56 s1 543 / 1324 against bands of
