@@ -373,10 +373,11 @@ def depthwise3x3_f32(x, w, b, strides, pads, act, bounds):
 # loop reads a few lines of every row, a strided walk the hardware prefetchers do not follow,
 # and the plane no longer stays in L1 between blocks. Entries: (input plane floats above which,
 # stride, output rows per band); other planes are one band. Measured on the 2-core Zen 3 VM,
-# 1 thread, the two walks interleaved in one process, warm / inputs rotating out of
-# cache, us: 32x112x112 s1 whole plane 480 / 1622, bands of 4 352 / 508; 96x112x112 s2
-# 2965 / 2898 against rows one by one 1286 / 1237; 144x56x56 s1 543 / 1324 against bands of
-# 4 526 / 561; 144x56x56 s2 and planes of 28x28 and less: the whole plane was fastest.
+# 1 thread, the walks interleaved in one process (tools/depthwise_bands.py), warm / inputs
+# rotating out of cache, us: 32x112x112 s1 whole plane 480 / 1622, bands of 4 352 / 508;
+# 96x112x112 s2 2965 / 2898 against rows one by one 1286 / 1237; 144x56x56 s1 543 / 1324
+# against bands of 4 526 / 561; 144x56x56 s2 and planes of 28x28 and less: the whole plane
+# was fastest.
 DW3_BANDS = ((3000, 1, 4), (8000, 2, 1))
 
 
