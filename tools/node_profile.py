@@ -14,6 +14,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import tempfile
 
 import onnxjit  # noqa: F401  (first: it loads TBB before Numba picks its threading layer)
@@ -22,12 +23,14 @@ import onnx
 
 
 def load(name):
-    from onnxjit.tools import models
+    """A path, or a model of `onnxjit bench`'s built-in suite by name."""
     if os.path.exists(name):
         return onnx.load(name)
-    if name.startswith("light_"):
-        return models.light_model(name)
-    return getattr(models, name)()
+    from onnxjit.tools.models import builtin_suite
+    found = builtin_suite(only=f"^{re.escape(name)}$")
+    if not found:
+        raise SystemExit(f"{name}: neither a file nor a model of the built-in suite")
+    return found[0][1]
 
 
 def onnxjit_times(model, inputs, runs):
@@ -45,9 +48,8 @@ def onnxjit_times(model, inputs, runs):
 def ort_times(model, feeds, runs, threads):
     """{node or output name: us per run} from ORT's profiler."""
     import onnxruntime as ort
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    copy.ir_version = min(copy.ir_version, 10)
+    from onnxjit.tools.bench import _copy_for_ort
+    copy = _copy_for_ort(model)     # the model as `onnxjit bench` hands it to ORT
     so = ort.SessionOptions()
     so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
     so.log_severity_level = 3
