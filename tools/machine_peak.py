@@ -2,10 +2,12 @@
 
     python tools/machine_peak.py
 
-Prints: fp32 FMA peak of one core (12 independent <16 x float> FMA chains, the
-sgemm kernels' intrinsics), read bandwidth from L1 / L2 / L3 / DRAM-sized buffers (8 vector
-accumulators), DRAM copy bandwidth (numpy), and what fraction of those the GEMM (sgemm_packed and
-BLAS np.dot), Conv and LSTM kernels reach at the sizes of the built-in models.
+Prints: fp32 FMA peak of one core (12 independent FMA chains of the target's vector width,
+kernels/simd.py's ``native``: <16 x float> on AVX-512, <8 x float> on AVX2, so the 12
+accumulators stay in registers), read bandwidth from L1 / L2 / L3 / DRAM-sized buffers (8 vector
+accumulators), DRAM copy bandwidth (numpy), and what fraction of those the GEMM (onnxjit's
+packed-weight GEMM for the target: sgemm_packed on AVX-512, gemm_avx2.sgemm16 on AVX2; and BLAS
+np.dot, one thread), Conv and LSTM kernels reach at the sizes of the built-in models.
 """
 import time
 
@@ -13,18 +15,17 @@ import numpy as np
 from numba import njit
 
 from onnxjit.tools.bench import limit_threads
-try:                                   # the shared intrinsics (kernels/simd.py)
-    from onnxjit.kernels.simd import (vadd as _vadd, vbcast as _vbcast, vfma as _vfma,
-                                      vload as _vload, vstore as _vstore, vzero as _vzero)
-except ImportError:                    # before they moved out of sgemm.py
-    from onnxjit.kernels.sgemm import _vadd, _vbcast, _vfma, _vload, _vstore, _vzero
+from onnxjit.kernels.simd import native as V, vadd as _vadd, vfma as _vfma, vstore as _vstore
+
+LANES = V.LANES           # the target's float32 lanes per register (16 AVX-512, 8 AVX2)
+_vbcast, _vload, _vzero = V.bcast, V.load, V.zero
 
 limit_threads(1)
 
 
 @njit(cache=True)
 def _fma_loop(a, n):
-    """n iterations of 12 independent vector FMA chains: 12 * 16 * 2 flops each."""
+    """n iterations of 12 independent vector FMA chains: 12 * LANES * 2 flops each."""
     x = _vbcast(a, 0)
     y = _vbcast(a, 1)
     c0, c1, c2, c3, c4, c5 = _vzero(), _vzero(), _vzero(), _vzero(), _vzero(), _vzero()
@@ -44,29 +45,29 @@ def _fma_loop(a, n):
         c11 = _vfma(x, y, c11)
     s = _vadd(_vadd(_vadd(c0, c1), _vadd(c2, c3)), _vadd(_vadd(c4, c5), _vadd(c6, c7)))
     s = _vadd(s, _vadd(_vadd(c8, c9), _vadd(c10, c11)))
-    out = np.empty(16, np.float32)
+    out = np.empty(LANES, np.float32)
     _vstore(out, 0, s)
     return out[0]
 
 
 @njit(cache=True)
 def _read_loop(a, reps):
-    """Sum of a (length a multiple of 128) `reps` times, 8 vector accumulators."""
+    """Sum of a (length a multiple of 8 * LANES) `reps` times, 8 vector accumulators."""
     n = a.size
     s0, s1, s2, s3 = _vzero(), _vzero(), _vzero(), _vzero()
     s4, s5, s6, s7 = _vzero(), _vzero(), _vzero(), _vzero()
     for _ in range(reps):
-        for i in range(0, n, 128):
+        for i in range(0, n, 8 * LANES):
             s0 = _vadd(s0, _vload(a, i))
-            s1 = _vadd(s1, _vload(a, i + 16))
-            s2 = _vadd(s2, _vload(a, i + 32))
-            s3 = _vadd(s3, _vload(a, i + 48))
-            s4 = _vadd(s4, _vload(a, i + 64))
-            s5 = _vadd(s5, _vload(a, i + 80))
-            s6 = _vadd(s6, _vload(a, i + 96))
-            s7 = _vadd(s7, _vload(a, i + 112))
+            s1 = _vadd(s1, _vload(a, i + LANES))
+            s2 = _vadd(s2, _vload(a, i + 2 * LANES))
+            s3 = _vadd(s3, _vload(a, i + 3 * LANES))
+            s4 = _vadd(s4, _vload(a, i + 4 * LANES))
+            s5 = _vadd(s5, _vload(a, i + 5 * LANES))
+            s6 = _vadd(s6, _vload(a, i + 6 * LANES))
+            s7 = _vadd(s7, _vload(a, i + 7 * LANES))
     s = _vadd(_vadd(_vadd(s0, s1), _vadd(s2, s3)), _vadd(_vadd(s4, s5), _vadd(s6, s7)))
-    out = np.empty(16, np.float32)
+    out = np.empty(LANES, np.float32)
     _vstore(out, 0, s)
     return out[0]
 
@@ -96,8 +97,8 @@ def main():
     # Short calls, best of many: on a shared (time-sliced) VM a long loop measures the share of
     # the core this process gets, not the core.
     iters = 100_000
-    peak = 12 * 16 * 2 * iters / best(lambda: _fma_loop(a, iters), 200) / 1e9
-    print(f"fp32 FMA peak, 1 core: {peak:.1f} GFLOP/s")
+    peak = 12 * LANES * 2 * iters / best(lambda: _fma_loop(a, iters), 200) / 1e9
+    print(f"fp32 FMA peak, 1 core ({LANES}-lane vectors): {peak:.1f} GFLOP/s")
     bw = {}
     for label, kib in (("L1 (16 KiB)", 16), ("L2 (256 KiB)", 256), ("L2 (768 KiB)", 768),
                        ("L3 (8 MiB)", 8192), ("DRAM (256 MiB)", 262144)):
@@ -113,23 +114,26 @@ def main():
           "(read + write)")
 
     # kernels at the built-in models' sizes
-    from onnxjit.kernels import rnn, sgemm
+    from onnxjit.kernels import gemm_avx2, rnn, sgemm
+    from onnxjit.target import host
     rng = np.random.default_rng(0)
     print("\nkernel                                   time       achieved      of the limit")
     m, k, n = 128, 256, 1024
     x = rng.standard_normal((m, k)).astype(np.float32)
     w = rng.standard_normal((k, n)).astype(np.float32)
-    bp = sgemm.pack_b(w)
-    t = median(lambda: sgemm.sgemm_packed(x, bp, n, None, 0))
+    if host().f32_gemm == "avx2":    # the GEMM a constant-weight MatMul runs on this target
+        name, bp, gemm = "sgemm16 (AVX2)", gemm_avx2.pack_b16(w), gemm_avx2.sgemm16
+    else:
+        name, bp, gemm = "sgemm_packed", sgemm.pack_b(w), sgemm.sgemm_packed
+    t = median(lambda: gemm(x, bp, n, None, 0))
     g = 2 * m * k * n / t / 1e9
-    print(f"sgemm_packed {m}x{k}x{n} (transformer FFN)  {t * 1e6:8.1f} us  {g:6.1f} GFLOP/s  "
+    print(f"{name} {m}x{k}x{n} (transformer FFN)  {t * 1e6:8.1f} us  {g:6.1f} GFLOP/s  "
           f"{g / peak:5.0%} of FMA peak")
     t = median(lambda: np.dot(x, w))
     g = 2 * m * k * n / t / 1e9
     print(f"BLAS np.dot  {m}x{k}x{n}                  {t * 1e6:8.1f} us  {g:6.1f} GFLOP/s  "
           f"{g / peak:5.0%} of FMA peak")
     from onnxjit.kernels import qgemm
-    from onnxjit.target import host
     if qgemm.has_vnni():
         a8 = rng.integers(0, 256, (m, k)).astype(np.uint8)
         b8 = rng.integers(-127, 128, (k, n)).astype(np.int8)
