@@ -621,119 +621,145 @@ def _thread_scratch(x, nt, rows, th, tw, m):
             np.empty((nt, alpha * 2 * rows), x.dtype), np.empty((nt, m * _LDO), x.dtype))
 
 
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def conv3x3(x, u, b, pads, act, res, gemm):
-    """y = act(conv3x3(x) + b (+ res)) for stride 1, dilation 1, group 1, by Winograd.
+def _conv3x3_entry(with_ck):
+    """The conv3x3 entry with onnxjit's point-GEMM kernels (with_ck: GEMM_CK or GEMM_BLAS, as
+    `gemm` says) or BLAS only (``conv3x3_blas``: `gemm` must be GEMM_BLAS).  with_ck is a
+    constant of the closure, so Numba prunes the branch it does not take: the BLAS-only entry,
+    which AVX2 and generic targets run, compiles without the AVX-512 micro-kernels (41 -> 26 s
+    of CPU at first use on a Zen 3 host).  Numba's disk cache keys a closure by the values of
+    its cells, so the two entries have cache entries of their own."""
+    @njit(parallel=PRANGE_ONLY, **_JIT)
+    def conv3x3(x, u, b, pads, act, res, gemm):
+        """y = act(conv3x3(x) + b (+ res)) for stride 1, dilation 1, group 1, by Winograd.
 
-    x (N, C, H, W) C-contiguous float32/float64; u = winograd_weights(w, m) in x's dtype,
-    (alpha^2, C, M) with m = 2 or 4 read off its first dim; b (M,); pads (top, left, bottom,
-    right) >= 0; act 0 none / 1 Relu; res a C-contiguous (N, M, OH, OW) array, or an empty
-    one for none (as the lowering passes it; None works too, as a specialization of its
-    own); gemm the point-GEMM kernel (``point_gemm(target, dtype)``; GEMM_CK only for float32).
-    Returns a new (N, M, OH, OW) array of x's dtype.  Output widths above ~1000 (m=2) or
-    M*ceil(OW/m) > 65600 exceed the scratch buffers and raise (use_winograd returns 0).
+        x (N, C, H, W) C-contiguous float32/float64; u = winograd_weights(w, m) in x's dtype,
+        (alpha^2, C, M) with m = 2 or 4 read off its first dim; b (M,); pads (top, left, bottom,
+        right) >= 0; act 0 none / 1 Relu; res a C-contiguous (N, M, OH, OW) array, or an empty
+        one for none (as the lowering passes it; None works too, as a specialization of its
+        own); gemm the point-GEMM kernel (``point_gemm(target, dtype)``; GEMM_CK only for float32).
+        Returns a new (N, M, OH, OW) array of x's dtype.  Output widths above ~1000 (m=2) or
+        M*ceil(OW/m) > 65600 exceed the scratch buffers and raise (use_winograd returns 0).
 
-    The chunk loop runs on `nt` threads, each with its own scratch, one of two ways (one
-    function, its thread loops included: each level of njit functions above the transforms
-    and point GEMMs links and optimizes them again at first use, ~2.5 s of CPU a level):
+        The chunk loop runs on `nt` threads, each with its own scratch, one of two ways (one
+        function, its thread loops included: each level of njit functions above the transforms
+        and point GEMMs links and optimizes them again at first use, ~2.5 s of CPU a level):
 
-    chunks: whole chunks split over the threads, each with its own V and Y: one fork/join
-    per Conv instead of three per chunk, for convs whose transformed weights U are small
-    enough (see conv3x3) that every thread streaming all of U costs less than the two extra
-    joins per chunk;
+        chunks: whole chunks split over the threads, each with its own V and Y: one fork/join
+        per Conv instead of three per chunk, for convs whose transformed weights U are small
+        enough (see conv3x3) that every thread streaming all of U costs less than the two extra
+        joins per chunk;
 
-    else each chunk's phases split over them: the input transform by input channels, the
-    point GEMMs by points (BLAS: from this thread), the output transform by output
-    channels.  nt = 1 runs it all on the calling thread.
-    """
-    N, C, H, W = x.shape
-    a2, M = u.shape[0], u.shape[2]
-    m = 4 if a2 == 36 else 2
-    pt, pl, pb, pr = pads
-    OH, OW = H + pt + pb - 2, W + pl + pr - 2
-    y = np.empty((N, M, max(OH, 0), max(OW, 0)), x.dtype)
-    if OH <= 0 or OW <= 0 or N == 0 or M == 0:
-        return y
-    th, tw = (OH + m - 1) // m, (OW + m - 1) // m
-    nrows = N * th  # tile rows over all images; a chunk is a run of them
-    if tw > _TCMAX or M * tw > _LDY:
-        raise ValueError("conv3x3: image too wide for the Winograd scratch buffers")
-    per_row = a2 * (C + M) * tw * x.itemsize
-    rows = max(_CHUNK_BYTES // per_row, (_MIN_CHUNK_COLS + tw - 1) // tw)
-    rows = min(nrows, _TCMAX // tw, _LDY // (M * tw), max(1, rows))
-    nchunks = (nrows + rows - 1) // rows
-    rows = (nrows + nchunks - 1) // nchunks  # equal chunks: the last one is no sliver
-    tcmax = rows * tw
-    macs = N * OH * OW * M * C
-    nt = num_threads()
-    # a computed bool, never a literal: each literal would compile its own specialization
-    chunks = (nt > 1 and gemm == GEMM_CK and macs >= _CHUNKS_MIN_MACS
-              and a2 * C * M * x.itemsize <= _CHUNKS_MAX_U
-              and nrows >= nt and (nrows // nt) * tw >= _CHUNK_MIN_TILES)
-    if chunks:
-        rows = min(rows, (nrows + nt - 1) // nt)
+        else each chunk's phases split over them: the input transform by input channels, the
+        point GEMMs by points (BLAS: from this thread), the output transform by output
+        channels.  nt = 1 runs it all on the calling thread.
+        """
+        N, C, H, W = x.shape
+        a2, M = u.shape[0], u.shape[2]
+        m = 4 if a2 == 36 else 2
+        pt, pl, pb, pr = pads
+        OH, OW = H + pt + pb - 2, W + pl + pr - 2
+        y = np.empty((N, M, max(OH, 0), max(OW, 0)), x.dtype)
+        if OH <= 0 or OW <= 0 or N == 0 or M == 0:
+            return y
+        th, tw = (OH + m - 1) // m, (OW + m - 1) // m
+        nrows = N * th  # tile rows over all images; a chunk is a run of them
+        if tw > _TCMAX or M * tw > _LDY:
+            raise ValueError("conv3x3: image too wide for the Winograd scratch buffers")
+        per_row = a2 * (C + M) * tw * x.itemsize
+        rows = max(_CHUNK_BYTES // per_row, (_MIN_CHUNK_COLS + tw - 1) // tw)
+        rows = min(nrows, _TCMAX // tw, _LDY // (M * tw), max(1, rows))
         nchunks = (nrows + rows - 1) // rows
-        nchunks = (nchunks + nt - 1) // nt * nt  # a whole number of chunks per thread
-        rows = (nrows + nchunks - 1) // nchunks
+        rows = (nrows + nchunks - 1) // nchunks  # equal chunks: the last one is no sliver
         tcmax = rows * tw
-    elif macs < WINOGRAD_PAR_MIN_MACS:
-        nt = 1
-    xps, Ts, Ps, halos, obs = _thread_scratch(x, nt, rows, th, tw, m)
-    zb = np.zeros(16, x.dtype)
-    rf = flat_res(res, y)
-    nchunks = (nrows + rows - 1) // rows
-    if nt == 1:
-        vbuf = np.empty(a2 * C * tcmax, x.dtype)
-        ybuf = np.empty(a2 * _LDY, x.dtype)
-        for g0 in range(0, nrows, rows):
+        macs = N * OH * OW * M * C
+        nt = num_threads()
+        # a computed bool, never a literal: each literal would compile its own specialization
+        chunks = (nt > 1 and gemm == GEMM_CK and macs >= _CHUNKS_MIN_MACS
+                  and a2 * C * M * x.itemsize <= _CHUNKS_MAX_U
+                  and nrows >= nt and (nrows // nt) * tw >= _CHUNK_MIN_TILES)
+        if chunks:
+            rows = min(rows, (nrows + nt - 1) // nt)
+            nchunks = (nrows + rows - 1) // rows
+            nchunks = (nchunks + nt - 1) // nt * nt  # a whole number of chunks per thread
+            rows = (nrows + nchunks - 1) // nchunks
+            tcmax = rows * tw
+        elif macs < WINOGRAD_PAR_MIN_MACS:
+            nt = 1
+        xps, Ts, Ps, halos, obs = _thread_scratch(x, nt, rows, th, tw, m)
+        zb = np.zeros(16, x.dtype)
+        rf = flat_res(res, y)
+        nchunks = (nrows + rows - 1) // rows
+        if nt == 1:
+            vbuf = np.empty(a2 * C * tcmax, x.dtype)
+            ybuf = np.empty(a2 * _LDY, x.dtype)
+            for g0 in range(0, nrows, rows):
+                g1 = min(nrows, g0 + rows)
+                tc = (g1 - g0) * tw
+                V = vbuf[:a2 * C * tc].reshape((a2, C, tc))
+                _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[0], Ts[0], Ps[0], halos[0],
+                                 I0, C)
+                if with_ck:
+                    _point_gemms(u, V, ybuf, C, M, tc, I0, a2, zb, True, gemm)
+                else:
+                    _blas_points(u, V, ybuf, M, tc, I0, a2)
+                _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[0], I0, M)
+            return y
+        # One parallel loop serves both schemes (each prange loop is a gufunc that links and
+        # optimizes the transforms and point GEMMs it calls again: four loops cost ~6 s more at
+        # first use).  chunks: one step, thread t runs its run of whole chunks with its own V
+        # and Y; else three steps per chunk: input transform, point GEMMs, output transform.
+        nv = nt if chunks else 1
+        vbufs = np.empty((nv, a2 * C * tcmax), x.dtype)
+        ybufs = np.empty((nv, a2 * _LDY), x.dtype)
+        nsteps = 1 if chunks else 3 * nchunks
+        for step in range(nsteps):
+            phase = 3 if chunks else step % 3
+            g0 = (step // 3) * rows
             g1 = min(nrows, g0 + rows)
             tc = (g1 - g0) * tw
-            V = vbuf[:a2 * C * tc].reshape((a2, C, tc))
-            _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[0], Ts[0], Ps[0], halos[0],
-                             I0, C)
-            _point_gemms(u, V, ybuf, C, M, tc, I0, a2, zb, True, gemm)
-            _output_transform(ybuf, m, th, tw, g0, g1, y, b, rf, act, obs[0], I0, M)
+            if phase == 1 and gemm != GEMM_CK:     # BLAS threads itself: called from this thread
+                V = vbufs[0, :a2 * C * tc].reshape((a2, C, tc))
+                if with_ck:
+                    _point_gemms(u, V, ybufs[0], C, M, tc, I0, a2, zb, True, gemm)
+                else:
+                    _blas_points(u, V, ybufs[0], M, tc, I0, a2)
+                continue
+            for t in prange(nt):
+                if phase == 3:
+                    k0, k1 = split_range(nchunks, nt, t, 1)
+                    for k in range(k0, k1):
+                        h0 = k * rows
+                        h1 = min(nrows, h0 + rows)
+                        hc = (h1 - h0) * tw
+                        Vt = vbufs[t, :a2 * C * hc].reshape((a2, C, hc))
+                        _input_transform(x, m, pt, pl, th, tw, h0, h1, Vt, xps[t], Ts[t], Ps[t],
+                                         halos[t], I0, C)
+                        if with_ck:
+                            _point_gemms(u, Vt, ybufs[t], C, M, hc, I0, a2, zb, False, gemm)
+                        else:
+                            _blas_points(u, Vt, ybufs[t], M, hc, I0, a2)
+                        _output_transform(ybufs[t], m, th, tw, h0, h1, y, b, rf, act, obs[t], I0,
+                                          M)
+                elif phase == 0:
+                    c0, c1 = split_range(C, nt, t, 1)
+                    V0 = vbufs[0, :a2 * C * tc].reshape((a2, C, tc))
+                    _input_transform(x, m, pt, pl, th, tw, g0, g1, V0, xps[t], Ts[t], Ps[t],
+                                     halos[t], c0, c1)
+                elif phase == 1:
+                    q0, q1 = split_range(a2, nt, t, 1)
+                    V1 = vbufs[0, :a2 * C * tc].reshape((a2, C, tc))
+                    if with_ck:
+                        _point_gemms(u, V1, ybufs[0], C, M, tc, q0, q1, zb, False, gemm)
+                    else:
+                        _blas_points(u, V1, ybufs[0], M, tc, q0, q1)
+                else:
+                    m0, m1 = split_range(M, nt, t, 1)
+                    _output_transform(ybufs[0], m, th, tw, g0, g1, y, b, rf, act, obs[t], m0, m1)
         return y
-    # One parallel loop serves both schemes (each prange loop is a gufunc that links and
-    # optimizes the transforms and point GEMMs it calls again: four loops cost ~6 s more at
-    # first use).  chunks: one step, thread t runs its run of whole chunks with its own V
-    # and Y; else three steps per chunk: input transform, point GEMMs, output transform.
-    nv = nt if chunks else 1
-    vbufs = np.empty((nv, a2 * C * tcmax), x.dtype)
-    ybufs = np.empty((nv, a2 * _LDY), x.dtype)
-    nsteps = 1 if chunks else 3 * nchunks
-    for step in range(nsteps):
-        phase = 3 if chunks else step % 3
-        g0 = (step // 3) * rows
-        g1 = min(nrows, g0 + rows)
-        tc = (g1 - g0) * tw
-        if phase == 1 and gemm != GEMM_CK:     # BLAS threads itself: called from this thread
-            V = vbufs[0, :a2 * C * tc].reshape((a2, C, tc))
-            _point_gemms(u, V, ybufs[0], C, M, tc, I0, a2, zb, True, gemm)
-            continue
-        for t in prange(nt):
-            if phase == 3:
-                k0, k1 = split_range(nchunks, nt, t, 1)
-                for k in range(k0, k1):
-                    h0 = k * rows
-                    h1 = min(nrows, h0 + rows)
-                    hc = (h1 - h0) * tw
-                    Vt = vbufs[t, :a2 * C * hc].reshape((a2, C, hc))
-                    _input_transform(x, m, pt, pl, th, tw, h0, h1, Vt, xps[t], Ts[t], Ps[t],
-                                     halos[t], I0, C)
-                    _point_gemms(u, Vt, ybufs[t], C, M, hc, I0, a2, zb, False, gemm)
-                    _output_transform(ybufs[t], m, th, tw, h0, h1, y, b, rf, act, obs[t], I0,
-                                      M)
-            elif phase == 0:
-                c0, c1 = split_range(C, nt, t, 1)
-                V0 = vbufs[0, :a2 * C * tc].reshape((a2, C, tc))
-                _input_transform(x, m, pt, pl, th, tw, g0, g1, V0, xps[t], Ts[t], Ps[t],
-                                 halos[t], c0, c1)
-            elif phase == 1:
-                q0, q1 = split_range(a2, nt, t, 1)
-                V1 = vbufs[0, :a2 * C * tc].reshape((a2, C, tc))
-                _point_gemms(u, V1, ybufs[0], C, M, tc, q0, q1, zb, False, gemm)
-            else:
-                m0, m1 = split_range(M, nt, t, 1)
-                _output_transform(ybufs[0], m, th, tw, g0, g1, y, b, rf, act, obs[t], m0, m1)
-    return y
+    return conv3x3
+
+
+conv3x3 = _conv3x3_entry(True)
+conv3x3_blas = _conv3x3_entry(False)
+conv3x3_blas.__doc__ = ("conv3x3 with BLAS point GEMMs only (gemm must be GEMM_BLAS): the "
+                        "entry for targets without AVX-512 (winograd.point_gemm).")

@@ -235,9 +235,13 @@ def _conv_op(meta):
         return call("gemm_avx2", "conv1x1_avx2", x, w, (Param(arg), "m"), b, act, res, bounds)
     if kind == "winograd":
         gemm = (Param(meta["wgemm"]), "gemm")
+        # the entry named by the point GEMM: conv3x3_blas compiles without the AVX-512 kernels
+        blas = meta["wgemm"] == winograd.GEMM_BLAS
         if wrap:
-            return call("conv_epilogue", "winograd_act", x, w, b, pads, act, res, gemm, bounds)
-        return call("winograd", "conv3x3", x, w, b, pads, act, res, gemm)
+            return call("conv_epilogue", "winograd_blas_act" if blas else "winograd_act", x, w,
+                        b, pads, act, res, gemm, bounds)
+        return call("winograd", "conv3x3_blas" if blas else "conv3x3", x, w, b, pads, act, res,
+                    gemm)
     if kind == "s2":
         m, kernel = arg
         args = (x, w, (Param(m), "m"), (Param(kernel), "kernel"), b, pads, act, res, bounds)
