@@ -27,6 +27,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from . import PRANGE_ONLY
+from .epilogue import load_bias
 from .microkernels import k1, k4, k8, k12
 from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
 from .sgemm import KCMAX, L2_PANEL_BYTES, NR
@@ -202,7 +203,7 @@ def bmm(a, b, aoffs, boffs, coffs, dims, bias, act, scale):
     out = _empty64(dims[9])
     biasf = np.zeros((n + NR - 1) // NR * NR, np.float32)
     if bias is not None:
-        biasf[:n] = bias
+        load_bias(biasf, bias, n)
     s = np.float32(scale)
     nb = aoffs.shape[0]
     nt = num_threads()

@@ -97,15 +97,26 @@ def _pads6(p):
 
 
 @njit(inline="always", **_JIT)
+def put3(geo, at, t):
+    """geo[at:at + 3] = the 3-tuple t, one element at a time: a tuple stored into a slice
+    costs Numba ~4.5 s of typing per compiled entry (Zen 3; ~2 s on Zen 4), three element
+    stores ~0.05 s."""
+    geo[at] = t[0]
+    geo[at + 1] = t[1]
+    geo[at + 2] = t[2]
+
+
+@njit(inline="always", **_JIT)
 def put_window(geo, at, k3, s3, p6, d3, o3):
     """geo[at:at + 18] = kernel (3), strides (3), pads (6), dilations (3), output sizes (3): the
     window geometry the packed conv and the pools hand their parallel loops as one int64 array
     (Numba's parfors reject nested tuples)."""
-    geo[at:at + 3] = k3
-    geo[at + 3:at + 6] = s3
-    geo[at + 6:at + 12] = p6
-    geo[at + 12:at + 15] = d3
-    geo[at + 15:at + 18] = o3
+    put3(geo, at, k3)
+    put3(geo, at + 3, s3)
+    put3(geo, at + 6, (p6[0], p6[1], p6[2]))
+    put3(geo, at + 9, (p6[3], p6[4], p6[5]))
+    put3(geo, at + 12, d3)
+    put3(geo, at + 15, o3)
 
 
 @njit(inline="always", **_JIT)

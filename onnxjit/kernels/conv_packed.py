@@ -19,9 +19,10 @@ from numba import njit, prange
 
 from . import PRANGE_ONLY
 from .conv import (PW_MIN_TILE_COLS, PW_TILE_BYTES, SPLIT_MIN_KW, im2col_rows,
-                   im2col_split, phase_split, as5d, from5d, pads6, put_window, tup3)
+                   im2col_split, phase_split, as5d, from5d, pads6, put3, put_window,
+                   tup3)
 from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
-from .epilogue import NO_BOUNDS
+from .epilogue import NO_BOUNDS, load_bias, load_res
 from .sgemm import CONV_MID_HW, NR, conv1x1_transposed, gemm_cols, pack_a
 
 from . import JIT as _JIT
@@ -63,10 +64,10 @@ def conv_packed(x, wp, m, kernel, bias, strides, pads, dilations, act, res):
     if res is not None:     # an empty res is no residual (the lowering passes one for none)
         has_res = res.size != 0
         if has_res:
-            y[:] = res.reshape((N, M, P))
+            load_res(y, res.reshape((N, M, P)))
     y5 = y.reshape((N, M, o3[0], o3[1], o3[2]))
     biasf = np.zeros(M + NR, np.float32)
-    biasf[:M] = bias
+    load_bias(biasf, bias, M)
     if y.size == 0:
         return from5d(y5, x)
     xf = x5.reshape(x5.size)
@@ -137,11 +138,12 @@ def _geometry(shape, kk, k3, s3, p6, d3, o3, group):
     if split and not banded:
         pt = P
     geo = np.empty(36, np.int64)
-    geo[:5] = (C, D, H, W, cg)
+    geo[0], geo[1], geo[2], geo[3], geo[4] = C, D, H, W, cg   # (not a tuple into a slice: put3)
     put_window(geo, 5, k3, s3, p6, d3, o3)
-    geo[23:26] = r3
-    geo[26:29] = e3
-    geo[29:36] = (int(direct), int(split), int(banded), e3[1] - o3[1], pt, (P + pt - 1) // pt, kk)
+    put3(geo, 23, r3)
+    put3(geo, 26, e3)
+    geo[29], geo[30], geo[31] = int(direct), int(split), int(banded)
+    geo[32], geo[33], geo[34], geo[35] = e3[1] - o3[1], pt, (P + pt - 1) // pt, kk
     return geo
 
 

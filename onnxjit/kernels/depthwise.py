@@ -25,7 +25,7 @@ from numba import njit, prange
 
 from .conv import as5d, from5d, pads6, tup3
 from . import PRANGE_ONLY
-from .epilogue import act_run, vact
+from .epilogue import act_run, load_bias, vact
 from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
 from .simd import (LANES16 as LANES, vadd, vbcast, vevens, vfma, vload, vload_span, vloadm, vnext,
                    vodds, vsplat, vstore, vstorem, vtranspose16, vzero)
@@ -560,7 +560,7 @@ def _dw3_cl_weights(wf, bf, C):
         for t in range(9):
             wt[((c // LANES) * 9 + t) * LANES + c % LANES] = wf[c * 9 + t]
     bt = np.zeros(G * LANES, np.float32)
-    bt[:C] = bf
+    load_bias(bt, bf, C)
     return wt, bt
 
 

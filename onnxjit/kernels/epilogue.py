@@ -109,3 +109,34 @@ def flat_res(res, y):
     if res is None:
         return np.empty(0, y.dtype)
     return res.reshape(res.size)
+
+
+# The epilogue's operands into place without Numba's slice assignment: `biasf[:m] = bias` or
+# `y[:] = res` makes Numba compile its shape-mismatch error (a message formatting the shapes)
+# the first time a process types such a store, ~3 s of CPU, and ~1-1.5 s more for each further
+# rank it meets (Zen 3; a fresh compile worker or test process pays it again), where these
+# loops type in a few tens of milliseconds.  Mismatched operands still raise a ValueError.
+@njit(**_JIT)
+def load_bias(biasf, bias, n):
+    """biasf[:n] = bias (n values, or one broadcast to n): a kernel's bias padded into its
+    zero-filled buffer."""
+    if bias.shape[0] == n:
+        for i in range(n):
+            biasf[i] = bias[i]
+    elif bias.shape[0] == 1:
+        for i in range(n):
+            biasf[i] = bias[0]
+    else:
+        raise ValueError("bias length does not match the kernel's output channels / columns")
+
+
+@njit(**_JIT)
+def load_res(y, res):
+    """y[...] = res for a C-contiguous y of res's shape (the residual a kernel accumulates
+    onto)."""
+    if res.shape != y.shape:
+        raise ValueError("residual shape does not match the kernel's output")
+    yf = y.reshape(y.size)
+    rf = np.ascontiguousarray(res).reshape(res.size)
+    for i in range(yf.shape[0]):
+        yf[i] = rf[i]

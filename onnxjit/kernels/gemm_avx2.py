@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import PRANGE_ONLY
-from .epilogue import NO_BOUNDS, act1
+from .epilogue import NO_BOUNDS, act1, load_bias, load_res
 from .microkernels_avx2 import k1x16, k2x16, k4x16, k6x16
 from .parallel import I0, NO, PAR_MIN_MACS, num_threads, split_range
 from .sgemm import pack_panels, packed_operands
@@ -265,7 +265,7 @@ def conv1x1_avx2(x, w, m, bias, act, res, bounds=NO_BOUNDS):
     wf = np.ascontiguousarray(w).ravel()
     biasf = np.zeros(m, np.float32)
     if bias is not None:
-        biasf[:m] = bias
+        load_bias(biasf, bias, m)
     zcol = np.zeros(NR, np.float32)
     y = np.empty((nimg, m, h, wd), np.float32)
     yf = y.ravel()
@@ -273,7 +273,7 @@ def conv1x1_avx2(x, w, m, bias, act, res, bounds=NO_BOUNDS):
     if res is not None:
         has_res = res.size != 0
         if has_res:
-            y[:] = res
+            load_res(y, res)
     lo, hi = np.float32(bounds[0]), np.float32(bounds[1])
     if c == 0 or hw == 0:
         zero, one = np.float32(0.0), np.float32(1.0)

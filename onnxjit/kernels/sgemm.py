@@ -31,7 +31,7 @@ from numba import njit, prange
 
 from . import PRANGE_ONLY
 from .microkernels import ck1, ck4, ck8, ck12, k1, k4, k8, k12
-from .epilogue import NO_BOUNDS, act1, act_rows, act_run
+from .epilogue import NO_BOUNDS, act1, act_rows, act_run, load_bias, load_res
 from .parallel import I0, NO, PAR_MIN_MACS, num_threads, split_range
 from .simd import (LANES16 as LANES, has_avx512, vadd, vload, vloadm, vrelu_if, vsplat, vstore, vstorem,
                    vtranspose16, vzero)
@@ -121,7 +121,7 @@ def packed_operands(a, bp, n, bias, nr):
     ldc = npan * nr
     biasf = np.zeros(ldc, np.float32)
     if bias is not None:
-        biasf[:n] = bias
+        load_bias(biasf, bias, n)
     return np.ascontiguousarray(a).ravel(), bp.ravel(), biasf, ldc
 
 
@@ -454,13 +454,13 @@ def _conv1x1_setup(x, wp, m, bias, res):
     xf = np.ascontiguousarray(x).ravel()
     biasf = np.zeros(npan * NR, np.float32)
     if bias is not None:
-        biasf[:m] = bias
+        load_bias(biasf, bias, m)
     y = np.empty((nimg, m, h, w), np.float32)
     has_res = False
     if res is not None:
         has_res = res.size != 0
         if has_res:
-            y[:] = res
+            load_res(y, res)
     return xf, biasf, y, y.ravel(), has_res
 
 

@@ -66,6 +66,32 @@ def test_sgemm16_checks_the_packed_operand():
         gemm_avx2.sgemm16(a, gemm_avx2.pack_b16(np.ones((8, 20), np.float32)), 40, None, 0)
 
 
+def test_bias_and_residual_are_checked():
+    """The bias and residual go into place by loops (epilogue.load_bias / load_res, not slice
+    stores): a bias of the wrong length or a residual of the wrong shape raises ValueError,
+    and a one-value bias broadcasts, as the slice store did (the operands' types are the
+    lowering's, so no signature compiles for this test alone)."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((5, 8)).astype(np.float32)
+    b = rng.standard_normal((8, 20)).astype(np.float32)
+    bp = gemm_avx2.pack_b16(b)
+    with pytest.raises(ValueError, match="bias length"):
+        gemm_avx2.sgemm16(a, bp, 20, np.ones(19, np.float32), 0)
+    got = gemm_avx2.sgemm16(a, bp, 20, np.full(1, 0.5, np.float32), 0)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b + 0.5, rtol=1e-5, atol=1e-5)
+    x = rng.standard_normal((1, 8, 4, 4)).astype(np.float32)
+    w = rng.standard_normal((6, 8)).astype(np.float32)
+    empty = np.empty((0, 0, 0, 0), np.float32)    # no residual, as the lowering passes it
+    with pytest.raises(ValueError, match="bias length"):
+        gemm_avx2.conv1x1_avx2(x, w, 6, np.ones(4, np.float32), 0, empty, (0.0, 0.0))
+    with pytest.raises(ValueError, match="residual shape"):
+        gemm_avx2.conv1x1_avx2(x, w, 6, np.ones(6, np.float32), 0,
+                               np.ones((1, 6, 4, 3), np.float32), (0.0, 0.0))
+    res = rng.standard_normal((1, 6, 4, 4)).astype(np.float32)
+    got = gemm_avx2.conv1x1_avx2(x, w, 6, np.full(1, 0.25, np.float32), 0, res, (0.0, 0.0))
+    _close(got, _conv_ref(x, w, np.full(6, 0.25), 0, res, (0, 0)), 8)
+
+
 def _conv_ref(x, w, bias, act, res, bounds):
     y = np.einsum("mc,nchw->nmhw", w.astype(np.float64), x.astype(np.float64))
     if bias is not None:
