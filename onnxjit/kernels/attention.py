@@ -10,6 +10,8 @@ import math
 import numpy as np
 from numba import njit
 
+from .epilogue import copy_into
+
 from . import JIT as _JIT
 
 
@@ -117,9 +119,9 @@ def attention(q, k, v, mask, nonpad, past, sscale, causal, softcap, left, right,
     for b in range(nb):
         for h in range(hq):
             g = h // rep   # grouped-query attention: each kv head serves `rep` query heads
-            qs[:] = q[b, h]
+            copy_into(qs, q[b, h])
             qs *= sscale
-            ks[:] = k[b, g]
+            copy_into(ks, k[b, g])
             ks *= sscale
             sc = np.dot(qs, ks.T)
             for i in range(sq):

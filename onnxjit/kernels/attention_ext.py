@@ -8,6 +8,8 @@ import math
 import numpy as np
 from numba import njit
 
+from .epilogue import copy_into
+
 from . import JIT as _JIT
 
 
@@ -24,7 +26,7 @@ def linear_attention(q, k, v, past, decay, beta, hq, hkv, scale):
     out = np.empty((nb, nt, hq * dv), q.dtype)
     state = np.zeros((nb, hkv, dk, dv), q.dtype)
     if past is not None:
-        state[:] = past
+        copy_into(state, past)
     u = np.empty(dv, q.dtype)
     for b in range(nb):
         for h in range(hkv):
@@ -107,9 +109,9 @@ def flex_scores(q, k, sscale, dtype_like):
     qs, ks = np.empty((nl, e), q.dtype), np.empty((ns, e), q.dtype)
     for b in range(nb):
         for h in range(hq):
-            qs[:] = q[b, h]
+            copy_into(qs, q[b, h])
             qs *= sscale
-            ks[:] = k[b, h // rep]
+            copy_into(ks, k[b, h // rep])
             ks *= sscale
             out[b, h] = np.dot(qs, ks.T)
     return out
@@ -147,7 +149,7 @@ def flex_output(p, v, dtype_like):
     pc = np.empty((nl, ns), p.dtype)
     for b in range(nb):
         for h in range(hq):
-            vs[:] = v[b, h // rep]
-            pc[:] = p[b, h]
+            copy_into(vs, v[b, h // rep])
+            copy_into(pc, p[b, h])
             out[b, h] = np.dot(pc, vs)
     return out

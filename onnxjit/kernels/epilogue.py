@@ -140,3 +140,13 @@ def load_res(y, res):
     rf = np.ascontiguousarray(res).reshape(res.size)
     for i in range(yf.shape[0]):
         yf[i] = rf[i]
+
+
+@njit(**_JIT)
+def copy_into(dst, src):
+    """dst[...] = src for arrays of one shape, any layouts (load_res says why not a slice
+    store)."""
+    if dst.shape != src.shape:
+        raise ValueError("copy_into: the shapes differ")
+    for idx in np.ndindex(dst.shape):
+        dst[idx] = src[idx]

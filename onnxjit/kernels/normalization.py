@@ -352,7 +352,8 @@ def lp_normalize(x, p):
                 v = x[o, r, i]
                 norm[i] += abs(v) if p == 1 else v * v
         if p == 2:
-            norm[:] = np.sqrt(norm)
+            for i in range(ni):
+                norm[i] = np.sqrt(norm[i])
         for r in range(n):
             for i in range(ni):
                 out[o, r, i] = 0 if norm[i] == 0 else x[o, r, i] / norm[i]

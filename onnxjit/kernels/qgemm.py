@@ -40,6 +40,8 @@ from . import PRANGE_ONLY
 from .parallel import I0, QGEMM_PAR_MIN_MACS, num_threads, split_range
 from .simd import f32x16, vbcast, vload, vstore, vzero
 
+from .epilogue import copy_into
+
 from . import JIT as _JIT
 NR = 32
 MR = 6
@@ -168,7 +170,7 @@ def _operands(a, za, bp, colsum, zb, n, nr):
         ap = np.ascontiguousarray(a)
     else:
         ap = np.zeros((m, k4 * 4), np.uint8)
-        ap[:, :k] = a
+        copy_into(ap[:, :k], a)
     ldc = npan * nr
     colf, rowf = _zero_point_terms(a, za, colsum, zb, ldc)
     return ap, bp.reshape(bp.size).view(np.float32), ldc, colf, rowf

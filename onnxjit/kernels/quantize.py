@@ -29,7 +29,8 @@ def block_expand(v, n, block):
             j = i // block
             if j >= b_:
                 raise IndexError("QuantizeLinear: block index out of range")
-            out[p, i, :] = v[p, j, :]
+            for q in range(q_):
+                out[p, i, q] = v[p, j, q]
     return out
 
 

@@ -11,6 +11,8 @@ import math
 import numpy as np
 from numba import njit
 
+from .epilogue import copy_into
+
 from . import JIT as _JIT
 
 
@@ -311,8 +313,8 @@ def deform_conv(x, w, offset, b, mask, geo, group, og):
     for n in range(N):
         _deform_columns(x, offset, mask, n, geo, og, col)
         for g in range(group):
-            y[n, g * mpg:(g + 1) * mpg] = np.dot(w2[g * mpg:(g + 1) * mpg],
-                                                 col[g * rpg:(g + 1) * rpg])
+            copy_into(y[n, g * mpg:(g + 1) * mpg], np.dot(w2[g * mpg:(g + 1) * mpg],
+                                                          col[g * rpg:(g + 1) * rpg]))
         for m in range(M):
             y[n, m] += b[m]
     return y.reshape((N, M, oh, ow))

@@ -332,7 +332,8 @@ def _write_scores(z, s, h, size, post, extra):
         for j in range(size):
             t[j] = s[j] if h[j] else 0.0
         transform_row(t, post)
-        z[:size] = t
+        for j in range(size):
+            z[j] = t[j]
         return
     v = s[0] if h[0] else 0.0
     if post == PROBIT:
