@@ -113,20 +113,21 @@ def test_lowerings_choose_kernels_from_the_target_they_are_handed():
     conv, packed, softmax = lowered(Target("avx512", 512))
     assert conv[0] == "s2" and packed is not None and softmax
     conv, packed, softmax = lowered(Target("avx2", 256))
-    assert conv is None and packed is not None and softmax   # AVX2's own GEMM (gemm_avx2)
+    # AVX2's own GEMM (gemm_avx2) for the conv too: no BLAS on the AVX2 CNN path
+    assert conv == ("avx2", (16, (3, 3))) and packed is not None and softmax
     conv, packed, softmax = lowered(Target("generic", 128))
     assert conv is None and packed is None and not softmax
 
 
 def test_winograd_point_gemms_follow_the_target():
     """A 3x3 stride-1 Conv picks Winograd on every target; its point GEMMs run onnxjit's
-    register-blocked kernels (threaded per point) only on AVX-512, BLAS from one thread
-    elsewhere, as the call the lowering records says."""
+    register-blocked kernels (threaded per point) on AVX-512, the AVX2 GEMM (threaded per point)
+    on AVX2, BLAS from one thread elsewhere, as the call the lowering records says."""
     import onnx
     from onnx import helper
 
     from onnxjit.ir import Value
-    from onnxjit.kernels.winograd import GEMM_BLAS, GEMM_CK
+    from onnxjit.kernels.winograd import GEMM_AVX2, GEMM_BLAS, GEMM_CK
     from onnxjit.specialize import specialize
     from onnxjit.target import Target
     import onnxjit.ops  # noqa: F401  (registers the lowerings)
@@ -136,15 +137,16 @@ def test_winograd_point_gemms_follow_the_target():
                               "g", [helper.make_tensor_value_info("x", 1, [1, 16, 28, 28])],
                               [helper.make_tensor_value_info("y", 1, None)], initializer=[w])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    for t, gemm in ((Target("avx512", 512), GEMM_CK), (Target("avx2", 256), GEMM_BLAS),
+    for t, gemm in ((Target("avx512", 512), GEMM_CK), (Target("avx2", 256), GEMM_AVX2),
                     (Target("generic", 128), GEMM_BLAS)):
         program = specialize(model, [Value((1, 16, 28, 28), np.dtype(np.float32), name="x")],
                              target=t)
         conv = next(s for s in program.steps if s.meta.get("kind") == "conv")
         assert conv.meta["plan"][0] == "winograd" and conv.meta["wgemm"] == gemm
         call = conv.op
-        # the BLAS-only entry where the point GEMMs are BLAS (it compiles without ck*)
-        assert call.kernel == ("winograd", "conv3x3" if gemm == GEMM_CK else "conv3x3_blas")
+        # the entry of the point GEMMs (conv3x3_blas / _avx2 compile without ck*)
+        entry = {GEMM_CK: "conv3x3", GEMM_AVX2: "conv3x3_avx2", GEMM_BLAS: "conv3x3_blas"}
+        assert call.kernel == ("winograd", entry[gemm])
         assert call.args[call.names.index("gemm")].value == gemm
 
 

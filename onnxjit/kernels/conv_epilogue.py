@@ -27,6 +27,11 @@ def winograd_blas_act(x, u, b, pads, act, res, gemm, bounds):
 
 
 @njit(**_JIT)
+def winograd_avx2_act(x, u, b, pads, act, res, gemm, bounds):
+    return act_inplace(winograd.conv3x3_avx2(x, u, b, pads, I0, res, gemm), act, bounds)
+
+
+@njit(**_JIT)
 def conv_s2_act(x, wq, m, kernel, bias, pads, act, res, bounds):
     return conv_s2.conv_s2(x, wq, m, kernel, bias, pads, act, res, bounds)   # in its epilogue
 

@@ -1,5 +1,5 @@
 """Single-precision GEMM for AVX2 (16 ymm registers): constant-weight MatMul / Gemm and the
-1x1 convolution, on the 6 x 16 micro-kernels of kernels/microkernels_avx2.py.
+convolutions, on the 6 x 16 micro-kernels of kernels/microkernels_avx2.py.
 
 The AVX-512 kernels (kernels/sgemm.py: 12 rows x 32 columns = 24 zmm accumulators) spill on
 AVX2, where LLVM splits each <16 x float> into two ymm halves.  Here a micro-kernel tile is
@@ -12,21 +12,26 @@ ymm registers (the 4 / 2 / 1-row kernels take the row tails).  Chosen at lowerin
 ``sgemm.sgemm_packed``.  Loop order: K blocks of <= KC, N blocks of packed B that stay in L2,
 6-row blocks of A, then the 16-column panels inside the micro-kernel.
 
-``conv1x1_avx2(x, w, m, bias, act, res, bounds)``: the 1x1 stride-1 unpadded Conv
-act(W @ X[n] + bias (+ res[n])) per image, W (m, C) as it is (the A operand: 6 of its rows
-broadcast), X the B operand: per block of pixels and K block, packed into 16-pixel panels
-(vector copies, the last one zero-padded) that all of W's 6-row blocks reuse; with at most
-CONV_STREAM_M output channels X's rows are read in place instead (the packing cost more than it
-saved) and only a ragged last tile is packed.  The ragged tile's output goes through an (m, 16)
-scratch (holding the residual).  Every activation (relu, clip, hardswish) is applied in the
-micro-kernel's epilogue on the last K block.  MobileNet's 1x1 convs run at 80-100 GFLOP/s on
-one core here (the 7x7 ones lose 15 of 64 columns to the padded tile), 0.6-1.1x the time of
-OpenBLAS's AVX-512 im2col path they replace on AVX2.
+``conv_avx2(x, w, m, kernel, strides, pads, dilations, group, bias, act, res, bounds)``: every
+2-D float32 Conv on AVX2 but the depthwise ones, act(W @ cols(X[n]) + bias (+ res[n])) per image
+and group, W (m, C/group*KH*KW) as it is (the A operand: 6 of its rows broadcast).  1x1 stride-1
+unpadded convs read X in place as the B operand; the others im2col a tile of output rows
+(kernels/conv.py's im2col_rows, or phase_split + im2col_split for kernels >= 5 wide) into a
+column buffer that stays in L2.  The B operand (``gemm_cols``), per block of pixels and K
+block, is packed into 16-pixel panels (vector copies, the last one zero-padded) that all of W's
+6-row blocks reuse; with at most CONV_STREAM_M output channels its rows are read in place
+instead (the packing cost more than it saved) and only a ragged last tile is packed.  The
+ragged tile's output goes through an (m, 16) scratch (holding the residual).  Every activation
+(relu, clip, hardswish) is applied in the micro-kernel's epilogue on the last K block.
+MobileNet's 1x1 convs run at 80-100 GFLOP/s on one core here (the 7x7 ones lose 15 of 64
+columns to the padded tile), 0.6-1.1x the time of OpenBLAS's AVX-512 im2col path they replace
+on AVX2.  No BLAS call: see conv_avx2.
 """
 import numpy as np
 from numba import njit, prange
 
 from . import PRANGE_ONLY
+from .conv import SPLIT_MIN_KW, im2col_rows, im2col_split, phase_split, put3
 from .epilogue import NO_BOUNDS, act1, load_bias, load_res
 from .microkernels_avx2 import k1x16, k2x16, k4x16, k6x16
 from .parallel import I0, NO, PAR_MIN_MACS, num_threads, split_range
@@ -181,18 +186,17 @@ def _pack_cols(xf, xo, hw, k0, kc, q0, t0, ncols, xp):
 
 
 @njit(**_JIT)
-def _conv_cols(xf, c, hw, wf, m, biasf, zcol, act, lo, hi, yf, has_res, img, col0, col1,
-               xp, yt):
-    """Columns [col0, col1) of image img (col0 a multiple of 16; a ragged end only when col1
-    is hw), per block of columns (``_conv_nb``) and K block.  More than CONV_STREAM_M rows: X packed
-    into 16-column panels (xp), reused by all of W's 6-row blocks; else X's rows streamed in
-    place (packing cost more than it saved), only the ragged last tile packed.  That tile's
-    output goes through yt (m, 16)."""
-    xo = img * c * hw
-    yo = img * m * hw
+def gemm_cols(xf, xo, ldx, c, wf, wo, m, biasf, ib, zcol, act, lo, hi, yf, yo, ldy, has_res,
+               col0, col1, pack, xp, yt):
+    """Y (m, cols) = act(W (m, c) @ X (c, cols) + bias (+ Y when has_res)) for the columns
+    [col0, col1) (col0 a multiple of 16; a ragged end only at the operand's last column): X row
+    k at xf[xo + k*ldx], W row i at wf[wo + i*c] (k contiguous), Y row i at yf[yo + i*ldy], the
+    row bias biasf[ib + i].  Per block of columns (``_conv_nb``) and K block: with `pack`, X
+    packed into 16-column panels (xp) reused by all of W's 6-row blocks; else X's rows streamed
+    in place (for few rows of W packing cost more than it saved), only the ragged last tile
+    packed.  That tile's output goes through yt (m, 16)."""
     kcs = _conv_kc(c)
     nb = _conv_nb(kcs)
-    pack = m > CONV_STREAM_M
     for q0 in range(col0, col1, nb):
         ncols = min(nb, col1 - q0)
         full = ncols // NR
@@ -200,32 +204,34 @@ def _conv_cols(xf, c, hw, wf, m, biasf, zcol, act, lo, hi, yf, has_res, img, col
         if rem > 0 and has_res:
             for r in range(m):
                 for j in range(rem):
-                    yt[r * NR + j] = yf[yo + r * hw + q0 + full * NR + j]
+                    yt[r * NR + j] = yf[yo + r * ldy + q0 + full * NR + j]
         for k0 in range(0, c, kcs):
             kc = min(kcs, c - k0)
             first = k0 == 0 and not has_res
             last = k0 + kc == c
             if pack:
-                _pack_cols(xf, xo, hw, k0, kc, q0, I0, ncols, xp)
+                _pack_cols(xf, xo, ldx, k0, kc, q0, I0, ncols, xp)
                 if full > 0:
-                    row_blocks(wf, k0, c, xp, I0, NR64, kc * NR, full, kc, yf, yo + q0, hw, m,
-                               first, last, zcol, I0, I0, biasf, I0, act, lo, hi, GEMM_PFD64)
+                    row_blocks(wf, wo + k0, c, xp, I0, NR64, kc * NR, full, kc, yf, yo + q0,
+                               ldy, m, first, last, zcol, I0, I0, biasf, ib, act, lo, hi,
+                               GEMM_PFD64)
                 tail = full * kc * NR
             else:
                 if rem > 0:
-                    _pack_cols(xf, xo, hw, k0, kc, q0, full * NR, ncols, xp)
+                    _pack_cols(xf, xo, ldx, k0, kc, q0, full * NR, ncols, xp)
                 if full > 0:
-                    row_blocks(wf, k0, c, xf, xo + k0 * hw + q0, hw, NR64, full, kc, yf,
-                               yo + q0, hw, m, first, last, zcol, I0, I0, biasf, I0, act, lo,
-                               hi, CONV_PF_ROWS * hw)
+                    row_blocks(wf, wo + k0, c, xf, xo + k0 * ldx + q0, ldx, NR64, full, kc, yf,
+                               yo + q0, ldy, m, first, last, zcol, I0, I0, biasf, ib, act, lo,
+                               hi, CONV_PF_ROWS * ldx)
                 tail = I0
             if rem > 0:
-                row_blocks(wf, k0, c, xp, tail, NR64, kc * NR, np.int64(1), kc, yt, I0, NR64,
-                           m, first, last, zcol, I0, I0, biasf, I0, act, lo, hi, GEMM_PFD64)
+                row_blocks(wf, wo + k0, c, xp, tail, NR64, kc * NR, np.int64(1), kc, yt, I0,
+                           NR64, m, first, last, zcol, I0, I0, biasf, ib, act, lo, hi,
+                           GEMM_PFD64)
         if rem > 0:
             for r in range(m):
                 for j in range(rem):
-                    yf[yo + r * hw + q0 + full * NR + j] = yt[r * NR + j]
+                    yf[yo + r * ldy + q0 + full * NR + j] = yt[r * NR + j]
 
 
 @njit(inline="always", **_JIT)
@@ -242,32 +248,110 @@ def _conv_nb(kcs):
 
 
 @njit(inline="always", **_JIT)
-def _xp_size(c):
-    """Floats of ``_conv_cols``' packed X block."""
+def cols_scratch(c):
+    """Floats of ``gemm_cols``' packed X block."""
     kcs = _conv_kc(c)
     return kcs * _conv_nb(kcs)
 
 
-@njit(parallel=PRANGE_ONLY, **_JIT)
-def conv1x1_avx2(x, w, m, bias, act, res, bounds=NO_BOUNDS):
-    """act(W @ X[n] + bias[:, None] (+ res[n])) per image for the 1x1 stride-1 unpadded Conv.
+# tiles of the im2col path: column tiles of about IM2COL_TILE_BYTES (whole output rows, at least
+# IM2COL_MIN_COLS columns), so the GEMM reads from L2 what im2col just wrote
+IM2COL_TILE_BYTES = 1 << 18
+IM2COL_MIN_COLS = 64
+I1 = np.int64(1)
 
-    x: (N, C, H, W) float32; w: (m, C) float32 (C-contiguous; the Conv's weights reshaped);
-    bias: (m,) float32 or None; act: 0 identity, 1 relu, 2 clip to bounds, 3 hardswish with
-    bounds (alpha, beta) (kernels/epilogue.py); res: None, an empty array (none) or an
-    (N, m, H, W) array added before act.  Returns a new (N, m, H, W) float32 array.
+
+@njit(**_JIT)
+def _im2col_part(xf, geo, wf, biasf, zcol, act, lo, hi, yf, has_res, n, g, r0, r1, col, xs, xp,
+                 yt):
+    """Output rows [r0, r1) of image n, group g of ``conv_avx2``'s im2col path, a tile of
+    geo[17] rows at a time: the tile's column matrix (im2col straight from x; through a
+    stride-phase-split band of x for kernels at least SPLIT_MIN_KW wide, so that every column
+    row is one contiguous run), then its GEMM written straight into y with the epilogue.
+    geo: C, H, W, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, OH, OW, groups, M, tile rows."""
+    C, H, W, KH, KW = geo[0], geo[1], geo[2], geo[3], geo[4]
+    sh, sw, pt, pl, pb, pr = geo[5], geo[6], geo[7], geo[8], geo[9], geo[10]
+    dh, dw, OH, OW, G, M, rows = geo[11], geo[12], geo[13], geo[14], geo[15], geo[16], geo[17]
+    cg, mg = C // G, M // G
+    kk = cg * KH * KW
+    P = OH * OW
+    in3, k3, s3 = (I1, H, W), (I1, KH, KW), (I1, sh, sw)
+    p6, d3, o3 = (I0, pt, pl, I0, pb, pr), (I1, dh, dw), (I1, OH, OW)
+    r3 = (I1, sh if KH > 1 else I1, sw if KW > 1 else I1)
+    halo = (KH - 1) * dh // sh
+    ew = OW + (KW - 1) * dw // sw
+    xoff = (n * C + g * cg) * H * W
+    split = KW >= SPLIT_MIN_KW
+    pack = mg > CONV_STREAM_M
+    for q0 in range(r0, r1, rows):
+        q1 = min(r1, q0 + rows)
+        ncols = (q1 - q0) * OW
+        colf = col[:kk * ncols]
+        if split:
+            eb = (I1, q1 - q0 + halo, ew)
+            phase_split(xf, xoff, cg, in3, s3, p6, r3, eb, q0, xs)
+            im2col_split(xs, I0, cg, k3, s3, d3, r3, eb, q0, o3, q0, q1, colf)
+        else:
+            im2col_rows(xf, xoff, cg, in3, k3, s3, p6, d3, o3, q0, q1, colf)
+        gemm_cols(colf, I0, ncols, kk, wf, g * mg * kk, mg, biasf, g * mg, zcol, act, lo, hi,
+                   yf, (n * M + g * mg) * P + q0 * OW, P, has_res, I0, ncols, pack, xp, yt)
+
+
+@njit(inline="always", **_JIT)
+def _xs_size(geo):
+    """Floats of ``_im2col_part``'s phase-split band (0 when the kernel is narrower)."""
+    KH, KW, sh, sw, dh, dw = geo[3], geo[4], geo[5], geo[6], geo[11], geo[12]
+    if KW < SPLIT_MIN_KW:
+        return 0
+    nphase = (sh if KH > 1 else 1) * (sw if KW > 1 else 1)
+    return (geo[0] // geo[15]) * nphase * (geo[17] + (KH - 1) * dh // sh) * (
+        geo[14] + (KW - 1) * dw // sw)
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def conv_avx2(x, w, m, kernel, strides, pads, dilations, group, bias, act, res,
+              bounds=NO_BOUNDS):
+    """act(conv(x, W) + bias (+ res)) for a 2-D float32 Conv on the AVX2 GEMM, any kernel,
+    strides, pads, dilations and groups (depthwise convs have kernels of their own).
+
+    x: (N, C, H, W) float32; w: (m, C/group * KH * KW) float32, the Conv's weights reshaped
+    (group g's rows m/group*g...); kernel (KH, KW), strides (sh, sw), pads (top, left, bottom,
+    right), dilations (dh, dw); bias: (m,) float32 or None; act: 0 identity, 1 relu, 2 clip to
+    bounds, 3 hardswish with bounds (alpha, beta) (kernels/epilogue.py); res: None, an empty
+    array (none) or an (N, m, OH, OW) array added before act.  Returns a new (N, m, OH, OW)
+    float32 array.
+
+    1x1 stride-1 unpadded: W @ X[n] per image and group, X read in place.  Otherwise im2col
+    per tile of output rows (``_im2col_part``) into a column buffer the GEMM reads as X.  With
+    several threads, each (image, group)'s columns (1x1) or output rows (im2col) are cut into
+    one run per thread, each with scratch of its own.  No BLAS: OpenBLAS's own threads spin
+    for a while after each call and held the cores that Numba's threads needed (2-thread
+    MobileNet no faster than 1 thread on a Zen 3 host, docs/design.md, "Threads").
     """
     nimg, c, h, wd = x.shape
-    hw = h * wd
-    if w.shape[0] != m or w.shape[1] != c:
-        raise ValueError("conv1x1_avx2: weights do not match x / m")
+    kh, kw = kernel
+    sh, sw = strides
+    pt, pl, pb, pr = pads
+    dh, dw = dilations
+    G = np.int64(group)
+    if G < 1 or c % G != 0 or m % G != 0:
+        raise ValueError("conv_avx2: channels not divisible by group")
+    if kh < 1 or kw < 1 or sh < 1 or sw < 1 or dh < 1 or dw < 1 or min(pt, pl, pb, pr) < 0:
+        raise ValueError("conv_avx2: bad kernel / strides / pads / dilations")
+    cg, mg = c // G, m // G
+    kk = cg * kh * kw
+    if w.shape[0] != m or w.shape[1] != kk:
+        raise ValueError("conv_avx2: weights do not match x / m / kernel")
+    oh = max(0, (h + pt + pb - (kh - 1) * dh - 1) // sh + 1)
+    ow = max(0, (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1)
+    hw = oh * ow
     xf = np.ascontiguousarray(x).ravel()
     wf = np.ascontiguousarray(w).ravel()
     biasf = np.zeros(m, np.float32)
     if bias is not None:
         load_bias(biasf, bias, m)
     zcol = np.zeros(NR, np.float32)
-    y = np.empty((nimg, m, h, wd), np.float32)
+    y = np.empty((nimg, m, oh, ow), np.float32)
     yf = y.ravel()
     has_res = False
     if res is not None:
@@ -275,7 +359,7 @@ def conv1x1_avx2(x, w, m, bias, act, res, bounds=NO_BOUNDS):
         if has_res:
             load_res(y, res)
     lo, hi = np.float32(bounds[0]), np.float32(bounds[1])
-    if c == 0 or hw == 0:
+    if kk == 0 or hw == 0:
         zero, one = np.float32(0.0), np.float32(1.0)
         for i in range(nimg * m):
             for j in range(hw):
@@ -284,21 +368,56 @@ def conv1x1_avx2(x, w, m, bias, act, res, bounds=NO_BOUNDS):
                 yf[o] = act1(v, act, lo, hi, zero, one)
         return y
     nt = num_threads()
-    if nt > 1 and hw >= 2 * NR and m * c * hw * nimg >= PAR_MIN_MACS:
-        # each image's columns cut into `nt` runs (multiples of 16, so only the last run has
-        # a ragged tile), each with scratch of its own
-        for u in prange(nimg * nt):
-            img, t = u // nt, u % nt
-            col0, col1 = split_range(hw, nt, t, NR)
-            if col1 > col0:
-                xp = np.empty(_xp_size(c), np.float32)
-                yt = np.empty(m * NR, np.float32)
-                _conv_cols(xf, c, hw, wf, m, biasf, zcol, act, lo, hi, yf, has_res, img, col0,
-                           col1, xp, yt)
+    par = nt > 1 and m * kk * hw * nimg >= PAR_MIN_MACS
+    if kh == 1 and kw == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0 and pb == 0 and pr == 0:
+        pack = mg > CONV_STREAM_M
+        if par and hw >= 2 * NR:
+            # each (image, group)'s columns cut into `nt` runs (multiples of 16, so only the
+            # last run has a ragged tile)
+            for u in prange(nimg * G * nt):
+                img, g, t = u // (G * nt), u // nt % G, u % nt
+                col0, col1 = split_range(hw, nt, t, NR)
+                if col1 > col0:
+                    xp = np.empty(cols_scratch(cg), np.float32)
+                    yt = np.empty(mg * NR, np.float32)
+                    gemm_cols(xf, (img * c + g * cg) * hw, hw, cg, wf, g * mg * cg, mg, biasf,
+                               g * mg, zcol, act, lo, hi, yf, (img * m + g * mg) * hw, hw,
+                               has_res, col0, col1, pack, xp, yt)
+        else:
+            xp = np.empty(cols_scratch(cg), np.float32)
+            yt = np.empty(mg * NR, np.float32)
+            for u in range(nimg * G):
+                img, g = u // G, u % G
+                gemm_cols(xf, (img * c + g * cg) * hw, hw, cg, wf, g * mg * cg, mg, biasf,
+                           g * mg, zcol, act, lo, hi, yf, (img * m + g * mg) * hw, hw, has_res,
+                           I0, hw, pack, xp, yt)
+        return y
+    rows = max(IM2COL_TILE_BYTES // (kk * ow * 4), (IM2COL_MIN_COLS + ow - 1) // ow)
+    rows = min(oh, max(1, rows))
+    geo = np.empty(18, np.int64)
+    put3(geo, 0, (c, h, wd))
+    put3(geo, 3, (kh, kw, sh))
+    put3(geo, 6, (sw, pt, pl))
+    put3(geo, 9, (pb, pr, dh))
+    put3(geo, 12, (dw, oh, ow))
+    put3(geo, 15, (G, m, rows))
+    if par and oh >= 2:
+        for u in prange(nimg * G * nt):
+            img, g, t = u // (G * nt), u // nt % G, u % nt
+            r0, r1 = split_range(oh, nt, t, 1)
+            if r1 > r0:
+                col = np.empty(kk * rows * ow, np.float32)
+                xs = np.empty(_xs_size(geo), np.float32)
+                xp = np.empty(cols_scratch(kk), np.float32)
+                yt = np.empty(mg * NR, np.float32)
+                _im2col_part(xf, geo, wf, biasf, zcol, act, lo, hi, yf, has_res, img, g, r0, r1,
+                             col, xs, xp, yt)
     else:
-        xp = np.empty(_xp_size(c), np.float32)
-        yt = np.empty(m * NR, np.float32)
-        for img in range(nimg):
-            _conv_cols(xf, c, hw, wf, m, biasf, zcol, act, lo, hi, yf, has_res, img, I0, hw,
-                       xp, yt)
+        col = np.empty(kk * rows * ow, np.float32)
+        xs = np.empty(_xs_size(geo), np.float32)
+        xp = np.empty(cols_scratch(kk), np.float32)
+        yt = np.empty(mg * NR, np.float32)
+        for u in range(nimg * G):
+            _im2col_part(xf, geo, wf, biasf, zcol, act, lo, hi, yf, has_res, u // G, u % G, I0,
+                         oh, col, xs, xp, yt)
     return y

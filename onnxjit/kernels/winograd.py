@@ -38,6 +38,7 @@ from . import PRANGE_ONLY
 from .epilogue import flat_res
 from .microkernels import ck1, ck4, ck8, ck12
 from .parallel import I0, NO, WINOGRAD_PAR_MIN_MACS, num_threads, split_range
+from .gemm_avx2 import CONV_STREAM_M, gemm_cols, cols_scratch
 from .sgemm import NR64
 
 from . import JIT as _JIT
@@ -509,13 +510,27 @@ def _output_transform(yb, m, th, tw, g0, g1, y, b, rf, act, ob, mm0, mm1):
 # GEMM_BLAS: one BLAS call per point, always from the calling thread: a multi-threaded BLAS
 #   called from several threads at once serialises or oversubscribes (docs/design.md measured
 #   4-5x), so with BLAS only the transforms are split over threads, and BLAS threads itself.
+# GEMM_AVX2: float32 on AVX2 runs the AVX2 GEMM (gemm_avx2.gemm_cols: 6 output channels
+#   broadcast from a U row, V's rows streamed or packed in 16-tile panels) per point, each
+#   thread its points, as GEMM_CK; its weights are stored U[p] (M, C) (``avx2_weights``), the
+#   A operand's layout.  No BLAS: OpenBLAS's threads spin after each call and held the cores
+#   Numba's threads needed (docs/design.md, "Threads").
 _GEMM_KC = 256  # K (input channel) block
-GEMM_BLAS, GEMM_CK = 0, 1
+GEMM_BLAS, GEMM_CK, GEMM_AVX2 = 0, 1, 2
 
 
 def point_gemm(target, dtype):
     """The point-GEMM kernel conv3x3 runs on `target` for images of `dtype`."""
-    return GEMM_CK if target.avx512 and np.dtype(dtype) == np.float32 else GEMM_BLAS
+    if np.dtype(dtype) != np.float32:
+        return GEMM_BLAS
+    if target.avx512:
+        return GEMM_CK
+    return GEMM_AVX2 if target.f32_gemm == "avx2" else GEMM_BLAS
+
+
+def avx2_weights(u: np.ndarray) -> np.ndarray:
+    """winograd_weights' U^T (alpha^2, C, M) as GEMM_AVX2 reads it: U (alpha^2, M, C)."""
+    return np.ascontiguousarray(np.asarray(u, np.float32).transpose(0, 2, 1))
 
 
 def _point_gemms(u, V, yb, C, M, tc, p0, p1, zb, serial, gemm):
@@ -573,6 +588,29 @@ def _ck_points(u, V, yb, C, M, tc, p0, p1, zb, serial):
 
 
 @njit(**_JIT)
+def _avx2_points(u, V, yb, C, M, tc, p0, p1, zb, zbias, xp, yt):
+    """_point_gemms on the AVX2 GEMM (float32): u is U (alpha^2, M, C); zb 16 zeros, zbias M
+    zeros (the GEMM's column and row biases), xp / yt the GEMM's scratch (``avx2_scratch``)."""
+    uf = u.reshape(u.size)
+    vf = V.reshape(V.size)
+    zero = np.float32(0.0)
+    pack = M > CONV_STREAM_M
+    for p in range(p0, p1):
+        if C == 0:
+            for i in range(M * tc):
+                yb[p * _LDY + i] = zero
+            continue
+        gemm_cols(vf, p * C * tc, tc, C, uf, p * M * C, M, zbias, I0, zb, I0, zero, zero, yb,
+                   p * _LDY, tc, NO, I0, tc, pack, xp, yt)
+
+
+@njit(inline="always", **_JIT)
+def avx2_scratch(nt, C, M):
+    """Per-thread scratch of _avx2_points: the packed V block and the ragged tile's output."""
+    return np.empty((nt, max(1, cols_scratch(C))), np.float32), np.empty((nt, M * 16), np.float32)
+
+
+@njit(**_JIT)
 def _f32_points(u, V, yb, C, M, tc, p0, p1, zb, serial, gemm):
     """_point_gemms for float32: the kernel `gemm` names."""
     if gemm == GEMM_CK:
@@ -621,13 +659,16 @@ def _thread_scratch(x, nt, rows, th, tw, m):
             np.empty((nt, alpha * 2 * rows), x.dtype), np.empty((nt, m * _LDO), x.dtype))
 
 
-def _conv3x3_entry(with_ck):
-    """The conv3x3 entry with onnxjit's point-GEMM kernels (with_ck: GEMM_CK or GEMM_BLAS, as
-    `gemm` says) or BLAS only (``conv3x3_blas``: `gemm` must be GEMM_BLAS).  with_ck is a
-    constant of the closure, so Numba prunes the branch it does not take: the BLAS-only entry,
-    which AVX2 and generic targets run, compiles without the AVX-512 micro-kernels (41 -> 26 s
-    of CPU at first use on a Zen 3 host).  Numba's disk cache keys a closure by the values of
-    its cells, so the two entries have cache entries of their own."""
+def _conv3x3_entry(points):
+    """The conv3x3 entry whose point GEMMs are `points`: GEMM_CK (``conv3x3``: onnxjit's
+    AVX-512 kernels, or BLAS, as `gemm` says), GEMM_BLAS (``conv3x3_blas``: BLAS only) or
+    GEMM_AVX2 (``conv3x3_avx2``: the AVX2 GEMM, U stored (alpha^2, M, C)); `gemm` must then be
+    the same.  ck / avx2 are constants of the closure, so Numba prunes the branches not taken:
+    the BLAS-only entry, which generic targets run, compiles without the AVX-512 micro-kernels
+    (41 -> 26 s of CPU at first use on a Zen 3 host).  Numba's disk cache keys a closure by the
+    values of its cells, so the entries have cache entries of their own."""
+    ck, avx2 = points == GEMM_CK, points == GEMM_AVX2
+
     @njit(parallel=PRANGE_ONLY, **_JIT)
     def conv3x3(x, u, b, pads, act, res, gemm):
         """y = act(conv3x3(x) + b (+ res)) for stride 1, dilation 1, group 1, by Winograd.
@@ -654,7 +695,10 @@ def _conv3x3_entry(with_ck):
         channels.  nt = 1 runs it all on the calling thread.
         """
         N, C, H, W = x.shape
-        a2, M = u.shape[0], u.shape[2]
+        a2 = u.shape[0]
+        M = u.shape[1] if avx2 else u.shape[2]
+        if u.shape[2 if avx2 else 1] != C:
+            raise ValueError("conv3x3: weights do not match the input channels")
         m = 4 if a2 == 36 else 2
         pt, pl, pb, pr = pads
         OH, OW = H + pt + pb - 2, W + pl + pr - 2
@@ -674,7 +718,7 @@ def _conv3x3_entry(with_ck):
         macs = N * OH * OW * M * C
         nt = num_threads()
         # a computed bool, never a literal: each literal would compile its own specialization
-        chunks = (nt > 1 and gemm == GEMM_CK and macs >= _CHUNKS_MIN_MACS
+        chunks = (nt > 1 and gemm != GEMM_BLAS and macs >= _CHUNKS_MIN_MACS
                   and a2 * C * M * x.itemsize <= _CHUNKS_MAX_U
                   and nrows >= nt and (nrows // nt) * tw >= _CHUNK_MIN_TILES)
         if chunks:
@@ -686,6 +730,9 @@ def _conv3x3_entry(with_ck):
         elif macs < WINOGRAD_PAR_MIN_MACS:
             nt = 1
         xps, Ts, Ps, halos, obs = _thread_scratch(x, nt, rows, th, tw, m)
+        if avx2:
+            zbias = np.zeros(M, np.float32)
+            gxp, gyt = avx2_scratch(nt, C, M)
         zb = np.zeros(16, x.dtype)
         rf = flat_res(res, y)
         nchunks = (nrows + rows - 1) // rows
@@ -698,7 +745,9 @@ def _conv3x3_entry(with_ck):
                 V = vbuf[:a2 * C * tc].reshape((a2, C, tc))
                 _input_transform(x, m, pt, pl, th, tw, g0, g1, V, xps[0], Ts[0], Ps[0], halos[0],
                                  I0, C)
-                if with_ck:
+                if avx2:
+                    _avx2_points(u, V, ybuf, C, M, tc, I0, a2, zb, zbias, gxp[0], gyt[0])
+                elif ck:
                     _point_gemms(u, V, ybuf, C, M, tc, I0, a2, zb, True, gemm)
                 else:
                     _blas_points(u, V, ybuf, M, tc, I0, a2)
@@ -717,11 +766,11 @@ def _conv3x3_entry(with_ck):
             g0 = (step // 3) * rows
             g1 = min(nrows, g0 + rows)
             tc = (g1 - g0) * tw
-            if phase == 1 and gemm != GEMM_CK:     # BLAS threads itself: called from this thread
+            if phase == 1 and gemm == GEMM_BLAS:    # BLAS threads itself: called from this thread
                 V = vbufs[0, :a2 * C * tc].reshape((a2, C, tc))
-                if with_ck:
+                if ck:
                     _point_gemms(u, V, ybufs[0], C, M, tc, I0, a2, zb, True, gemm)
-                else:
+                elif not avx2:
                     _blas_points(u, V, ybufs[0], M, tc, I0, a2)
                 continue
             for t in prange(nt):
@@ -734,7 +783,10 @@ def _conv3x3_entry(with_ck):
                         Vt = vbufs[t, :a2 * C * hc].reshape((a2, C, hc))
                         _input_transform(x, m, pt, pl, th, tw, h0, h1, Vt, xps[t], Ts[t], Ps[t],
                                          halos[t], I0, C)
-                        if with_ck:
+                        if avx2:
+                            _avx2_points(u, Vt, ybufs[t], C, M, hc, I0, a2, zb, zbias, gxp[t],
+                                         gyt[t])
+                        elif ck:
                             _point_gemms(u, Vt, ybufs[t], C, M, hc, I0, a2, zb, False, gemm)
                         else:
                             _blas_points(u, Vt, ybufs[t], M, hc, I0, a2)
@@ -748,7 +800,10 @@ def _conv3x3_entry(with_ck):
                 elif phase == 1:
                     q0, q1 = split_range(a2, nt, t, 1)
                     V1 = vbufs[0, :a2 * C * tc].reshape((a2, C, tc))
-                    if with_ck:
+                    if avx2:
+                        _avx2_points(u, V1, ybufs[0], C, M, tc, q0, q1, zb, zbias, gxp[t],
+                                     gyt[t])
+                    elif ck:
                         _point_gemms(u, V1, ybufs[0], C, M, tc, q0, q1, zb, False, gemm)
                     else:
                         _blas_points(u, V1, ybufs[0], M, tc, q0, q1)
@@ -759,7 +814,10 @@ def _conv3x3_entry(with_ck):
     return conv3x3
 
 
-conv3x3 = _conv3x3_entry(True)
-conv3x3_blas = _conv3x3_entry(False)
+conv3x3 = _conv3x3_entry(GEMM_CK)
+conv3x3_blas = _conv3x3_entry(GEMM_BLAS)
 conv3x3_blas.__doc__ = ("conv3x3 with BLAS point GEMMs only (gemm must be GEMM_BLAS): the "
-                        "entry for targets without AVX-512 (winograd.point_gemm).")
+                        "entry for float64 and generic targets (winograd.point_gemm).")
+conv3x3_avx2 = _conv3x3_entry(GEMM_AVX2)
+conv3x3_avx2.__doc__ = ("conv3x3 on the AVX2 GEMM (gemm must be GEMM_AVX2; float32, u as "
+                        "avx2_weights gives it): the entry for AVX2 targets.")

@@ -138,10 +138,11 @@ def _conv_plan(target, x, w, kernel, s, d, p, group, out, depthwise):
             return ("winograd", m)
     if x.dtype != np.float32 or target.f32_gemm is None or x.shape[1] == 0 or w.size == 0:
         return None
+    if target.f32_gemm == "avx2":
+        # every 2-D float32 Conv on the AVX2 GEMM (1-D / 3-D ones on conv.conv)
+        return ("avx2", (w.shape[0], kernel)) if len(kernel) == 2 else None
     pointwise = (kernel == (1, 1) and s == (1, 1) and d == (1, 1) and p == (0, 0, 0, 0)
                  and group == 1)
-    if target.f32_gemm == "avx2":
-        return ("avx2_1x1", w.shape[0]) if pointwise else None
     if conv_s2.use_s2(x.shape[1], kernel, s, d, group, x.dtype, target):
         return ("s2", (w.shape[0], kernel))
     if pointwise:
@@ -231,17 +232,20 @@ def _conv_op(meta):
         m, product = arg
         return call("sgemm", f"conv1x1_packed_{product}", x, w, (Param(m), "m"), b, act, res,
                     bounds)
-    if kind == "avx2_1x1":
-        return call("gemm_avx2", "conv1x1_avx2", x, w, (Param(arg), "m"), b, act, res, bounds)
+    if kind == "avx2":
+        m, kernel = arg
+        return call("gemm_avx2", "conv_avx2", x, w, (Param(m), "m"), (Param(kernel), "kernel"),
+                    (Param(s), "strides"), pads, (Param(d), "dilations"), (Param(group), "group"),
+                    b, act, res, bounds)
     if kind == "winograd":
         gemm = (Param(meta["wgemm"]), "gemm")
-        # the entry named by the point GEMM: conv3x3_blas compiles without the AVX-512 kernels
-        blas = meta["wgemm"] == winograd.GEMM_BLAS
+        # the entry named by the point GEMM: conv3x3_blas / conv3x3_avx2 compile without the
+        # AVX-512 kernels
+        suffix = {winograd.GEMM_BLAS: "_blas", winograd.GEMM_AVX2: "_avx2"}.get(meta["wgemm"], "")
         if wrap:
-            return call("conv_epilogue", "winograd_blas_act" if blas else "winograd_act", x, w,
-                        b, pads, act, res, gemm, bounds)
-        return call("winograd", "conv3x3_blas" if blas else "conv3x3", x, w, b, pads, act, res,
-                    gemm)
+            return call("conv_epilogue", f"winograd{suffix}_act", x, w, b, pads, act, res, gemm,
+                        bounds)
+        return call("winograd", f"conv3x3{suffix}", x, w, b, pads, act, res, gemm)
     if kind == "s2":
         m, kernel = arg
         args = (x, w, (Param(m), "m"), (Param(kernel), "kernel"), b, pads, act, res, bounds)
@@ -292,8 +296,8 @@ def _transform_weights(step, plan):
     through OpenBLAS.  ("s2", (M, kernel)): stride-2 float32 convs with few taps (the stems
     of SqueezeNet, ShuffleNet, ResNet), direct (kernels/conv_s2.py).  ("packed", (M, kernel)):
     the other float32 convs, im2col on the same GEMM (kernels/conv_packed.py), each group's
-    weights packed alike.  ("avx2_1x1", M): 1x1 stride-1 float32 convs on AVX2
-    (kernels/gemm_avx2.py): W (M, C) as it is, X streamed.
+    weights packed alike.  ("avx2", (M, kernel)): the 2-D float32 convs on AVX2
+    (kernels/gemm_avx2.py, ``conv_avx2``): W (M, C/group * KH * KW) as it is.
     """
     w = step.value("w")
     if not w.is_const:
@@ -301,12 +305,14 @@ def _transform_weights(step, plan):
     kind, arg = plan
     if kind == "winograd":
         packed = winograd.winograd_weights(w.const, arg)
+        if step.meta["wgemm"] == winograd.GEMM_AVX2:
+            packed = winograd.avx2_weights(packed)
     elif kind == "s2":
         packed = conv_s2.pack_s2(w.const)
     elif kind == "packed":
         packed = conv_packed.pack_conv(w.const, step.meta["geometry"][3])
-    elif kind == "avx2_1x1":
-        packed = np.ascontiguousarray(w.const.reshape((arg, -1)), np.float32)
+    elif kind == "avx2":
+        packed = np.ascontiguousarray(w.const.reshape((arg[0], -1)), np.float32)
     else:
         packed = sgemm.pack_a(w.const.reshape((arg[0], -1)))
     step.set_value("w", const_value(packed))

@@ -400,7 +400,8 @@ def test_lowerings_pass_the_canonical_form(rank):
     """The pools, Convs (im2col, packed, depthwise, with a residual), ConvTranspose, LRN and the
     global pools of 1-D, 2-D and 3-D images reach their kernels as 5-D arrays with 3-entry
     geometry and 6-entry pads (kernels/shapes.py), every argument given: each kernel compiles
-    one signature per dtype whatever the spatial rank."""
+    one signature per dtype whatever the spatial rank.  The AVX2 target's conv_avx2 is for
+    2-D images only and takes them as they are (like Winograd and the 1x1 GEMMs)."""
     import onnxjit.ops  # noqa: F401
     from onnxjit.ir import Value
     from onnxjit.specialize import specialize
@@ -414,11 +415,16 @@ def test_lowerings_pass_the_canonical_form(rank):
     assert {("pool", "maxpool_with_indices"), ("pool", "global_avgpool"), ("pool", "lrn"),
             ("pool", "global_maxpool"), ("conv", "conv_transpose"),
             ("depthwise", "depthwise_conv")} <= kernels
-    assert kernels & {("conv_packed", "conv_packed"), ("conv", "conv")}
+    two_d = {("gemm_avx2", "conv_avx2")}
+    assert kernels & ({("conv_packed", "conv_packed"), ("conv", "conv")} | two_d)
     assert sum(k[0] == "pool" and k[1].startswith(("maxpool_", "avgpool_")) for k in kernels) >= 2
     sizes = {"kernel": 3, "strides": 3, "dilations": 3, "output_shape": 3, "pads": 6}
     for step in calls:
         names = step.op.names
+        if step.op.kernel in two_d:
+            assert rank == 4 and step.value("x").rank == 4 and step.value("w").rank == 2
+            assert all(v.rank == 4 for v in step.outs), step.op.kernel
+            continue
         for name in ("x", "w", "residual"):
             if name in names and not (name == "w" and step.op.kernel[0] == "conv_packed"):
                 assert step.value(name).rank == 5, (step.op.kernel, name)
@@ -428,7 +434,10 @@ def test_lowerings_pass_the_canonical_form(rank):
                 assert len(param.value) == size, (step.op.kernel, name, param.value)
         assert all(v.rank == 5 for v in step.outs), step.op.kernel
     # the 1x1 Conv with the residual ("wr": 3 output channels); the 5x5 Conv goes to
-    # conv_packed on AVX-512 and to conv (residual-free) on AVX2
-    conv = next(s for s in calls
-                if s.op.kernel == ("conv", "conv") and s.value("w").shape[0] == 3)
-    assert conv.value("residual").shape == (1, 3) + (1,) * (5 - rank) + (9,) * (rank - 2)
+    # conv_packed on AVX-512, to conv_avx2 (2-D) or conv (residual-free) on AVX2
+    conv = next(s for s in calls if s.op.kernel in ({("conv", "conv")} | two_d)
+                and s.value("w").shape[0] == 3)
+    if conv.op.kernel in two_d:
+        assert conv.value("residual").shape == (1, 3, 9, 9)
+    else:
+        assert conv.value("residual").shape == (1, 3) + (1,) * (5 - rank) + (9,) * (rank - 2)

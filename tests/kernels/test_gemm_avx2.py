@@ -1,5 +1,6 @@
 """The AVX2 GEMM (kernels/gemm_avx2.py on the 6 x 16 micro-kernels of
-kernels/microkernels_avx2.py): packed-weight MatMul / Gemm and the 1x1 conv.
+kernels/microkernels_avx2.py): packed-weight MatMul / Gemm and the convs (``conv_avx2``: 1x1
+in place, im2col for the others).
 
 The kernels run on any x86 target (CI runs this file once more on the AVX2 path,
 NUMBA_CPU_NAME=haswell, where the lowering picks them); results are checked against numpy in
@@ -83,13 +84,19 @@ def test_bias_and_residual_are_checked():
     w = rng.standard_normal((6, 8)).astype(np.float32)
     empty = np.empty((0, 0, 0, 0), np.float32)    # no residual, as the lowering passes it
     with pytest.raises(ValueError, match="bias length"):
-        gemm_avx2.conv1x1_avx2(x, w, 6, np.ones(4, np.float32), 0, empty, (0.0, 0.0))
+        _conv1x1(x, w, 6, np.ones(4, np.float32), 0, empty, (0.0, 0.0))
     with pytest.raises(ValueError, match="residual shape"):
-        gemm_avx2.conv1x1_avx2(x, w, 6, np.ones(6, np.float32), 0,
+        _conv1x1(x, w, 6, np.ones(6, np.float32), 0,
                                np.ones((1, 6, 4, 3), np.float32), (0.0, 0.0))
     res = rng.standard_normal((1, 6, 4, 4)).astype(np.float32)
-    got = gemm_avx2.conv1x1_avx2(x, w, 6, np.full(1, 0.25, np.float32), 0, res, (0.0, 0.0))
+    got = _conv1x1(x, w, 6, np.full(1, 0.25, np.float32), 0, res, (0.0, 0.0))
     _close(got, _conv_ref(x, w, np.full(6, 0.25), 0, res, (0, 0)), 8)
+
+
+def _conv1x1(x, w, m, bias, act, res, bounds):
+    """conv_avx2 as the lowering calls it for a 1x1 stride-1 unpadded Conv."""
+    return gemm_avx2.conv_avx2(x, w, m, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, bias, act, res,
+                               bounds)
 
 
 def _conv_ref(x, w, bias, act, res, bounds):
@@ -115,7 +122,7 @@ def _conv_ref(x, w, bias, act, res, bounds):
     (1, 8, 1, 3, 5), (2, 3, 5, 4, 4), (1, 1, 7, 1, 1), (1, 16, 13, 17, 17), (2, 24, 33, 5, 5),
     (1, 300, 40, 6, 7), (1, 20, 50, 16, 19), (1, 0, 6, 4, 4), (1, 40, 32, 9, 9),
     (1, 1100, 40, 3, 5), (1, 1100, 8, 3, 3), (1, 700, 34, 15, 15)])
-def test_conv1x1_avx2_tails_match_numpy(n, c, m, h, w):
+def test_conv_avx2_1x1_tails_match_numpy(n, c, m, h, w):
     rng = np.random.default_rng(n + c * 7 + m * 31 + h * w)
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
     wt = rng.standard_normal((m, c)).astype(np.float32)
@@ -124,17 +131,81 @@ def test_conv1x1_avx2_tails_match_numpy(n, c, m, h, w):
     empty = np.empty((0, 0, 0, 0), np.float32)
     for act, bounds, r in ((0, (0.0, 0.0), empty), (1, (0.0, 0.0), res), (2, (-0.5, 1.0), res),
                            (3, (float(np.float32(1 / 6)), 0.5), empty)):
-        y = gemm_avx2.conv1x1_avx2(x, wt, m, bias, act, r, bounds)
+        y = _conv1x1(x, wt, m, bias, act, r, bounds)
         assert y.shape == (n, m, h, w) and y.dtype == np.float32
         _close(y, _conv_ref(x, wt, bias, act, r, bounds), c)
     # a Conv without bias, as the lowering passes it: zeros (not None, a specialization of its
     # own that no model compiles)
-    _close(gemm_avx2.conv1x1_avx2(x, wt, m, np.zeros(m, np.float32), 0, empty, (0.0, 0.0)),
+    _close(_conv1x1(x, wt, m, np.zeros(m, np.float32), 0, empty, (0.0, 0.0)),
            _conv_ref(x, wt, None, 0, None, (0, 0)), c)
 
 
+def _onnx_conv(x, w, bias, kernel, strides, pads, dilations, group):
+    """onnx's ReferenceEvaluator on one Conv node (pads as (top, left, bottom, right))."""
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=list(kernel),
+                            strides=list(strides), pads=list(pads), dilations=list(dilations),
+                            group=group)
+    return ReferenceEvaluator(node).run(None, {"x": x, "w": w, "b": bias})[0].astype(np.float64)
+
+
+# the im2col path: the 7x7/2 stem (a phase-split band), 3x3/2 with batch and odd sizes, the
+# strided 1x1 (ResNet's downsample), dilation with uneven pads and groups, a grouped 1x1
+# (ShuffleNet, X read in place per group), 5x5 same, and outputs over one column tile
+_IM2COL_CASES = [
+    ((1, 3, 30, 30), 8, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1),
+    ((2, 16, 13, 11), 40, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 16, 9, 9), 34, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 1),
+    ((1, 8, 12, 12), 12, (3, 3), (1, 1), (0, 1, 2, 1), (2, 2), 2),
+    ((1, 24, 20, 20), 48, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 3),
+    ((1, 6, 17, 19), 70, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1),
+    ((1, 64, 40, 40), 20, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+]
+
+
+@pytest.mark.parametrize("shape,m,kernel,strides,pads,dilations,group", _IM2COL_CASES)
+def test_conv_avx2_matches_onnx_reference(shape, m, kernel, strides, pads, dilations, group):
+    rng = np.random.default_rng(sum(shape) + m)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((m, shape[1] // group) + kernel).astype(np.float32)
+    bias = rng.standard_normal(m).astype(np.float32)
+    ref = _onnx_conv(x, w, bias, kernel, strides, pads, dilations, group)
+    res = rng.standard_normal(ref.shape).astype(np.float32)
+    empty = np.empty((0, 0, 0, 0), np.float32)
+    k = w[0].size
+    for act, bounds, r in ((0, (0.0, 0.0), empty), (1, (0.0, 0.0), res), (2, (-0.5, 1.0), res),
+                           (3, (float(np.float32(1 / 6)), 0.5), empty)):
+        y = gemm_avx2.conv_avx2(x, w.reshape((m, -1)), m, kernel, strides, pads, dilations,
+                                group, bias, act, r, bounds)
+        assert y.shape == ref.shape and y.dtype == np.float32
+        expect = ref + (r if r.size else 0)
+        lo, hi = bounds
+        if act == 1:
+            expect = np.maximum(expect, 0)
+        elif act == 2:
+            expect = np.minimum(np.maximum(expect, lo), hi)
+        elif act == 3:
+            expect = expect * np.clip(lo * expect + hi, 0, 1)
+        _close(y, expect, k)
+
+
+def test_conv_avx2_rejects_bad_geometry():
+    x = np.ones((1, 6, 8, 8), np.float32)
+    w = np.ones((4, 6 * 9), np.float32)
+    b, empty = np.zeros(4, np.float32), np.empty((0, 0, 0, 0), np.float32)
+    with pytest.raises(ValueError, match="weights do not match"):
+        gemm_avx2.conv_avx2(x, w, 4, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2, b, 0, empty,
+                            (0.0, 0.0))
+    with pytest.raises(ValueError, match="divisible by group"):
+        gemm_avx2.conv_avx2(x, w, 4, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 4, b, 0, empty,
+                            (0.0, 0.0))
+    with pytest.raises(ValueError, match="bad kernel"):
+        gemm_avx2.conv_avx2(x, w, 4, (3, 3), (0, 1), (1, 1, 1, 1), (1, 1), 1, b, 0, empty,
+                            (0.0, 0.0))
+
+
 def test_two_threads_match_one():
-    """Above PAR_MIN_MACS the GEMM splits panels or rows, the conv its columns, over threads:
+    """Above PAR_MIN_MACS the GEMM splits panels or rows, the 1x1 conv its columns, the im2col
+    conv its output rows, over threads:
     the same sums in the same order as on one thread."""
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs 2 Numba threads")
@@ -148,11 +219,17 @@ def test_two_threads_match_one():
     wt = rng.standard_normal((40, 48)).astype(np.float32)
     cb = rng.standard_normal(40).astype(np.float32)
     res = rng.standard_normal((2, 40, 23, 23)).astype(np.float32)
+    xs = rng.standard_normal((2, 32, 30, 30)).astype(np.float32)   # im2col: rows split
+    ws = rng.standard_normal((24, 32 * 9)).astype(np.float32)
+    empty = np.empty((0, 0, 0, 0), np.float32)
+    assert 2 * 24 * 288 * 15 * 15 >= gemm_avx2.PAR_MIN_MACS
     assert 61 * 200 * 80 >= gemm_avx2.PAR_MIN_MACS and 2 * 40 * 48 * 23 * 23 >= gemm_avx2.PAR_MIN_MACS
 
     def run():
         return (gemm_avx2.sgemm16(a, bp, 70, bias, 1), gemm_avx2.sgemm16(tall, bp1, 16, None, 0),
-                gemm_avx2.conv1x1_avx2(x, wt, 40, cb, 2, res, (0.0, 6.0)))
+                _conv1x1(x, wt, 40, cb, 2, res, (0.0, 6.0)),
+                gemm_avx2.conv_avx2(xs, ws, 24, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, cb[:24],
+                                    1, empty, (0.0, 0.0)))
     before = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
@@ -230,7 +307,7 @@ def test_lowering_picks_the_gemm_of_the_target():
         program = specialize(model, [Value((5, 24), np.dtype(np.float32), name="x")], target=t)
         return " ".join(_source(s) for s in program.steps)
     avx2 = ops(Target("avx2", 256))
-    assert avx2.count("gemm_avx2.sgemm16") == 2 and "conv1x1_avx2" in avx2 and "sgemm." not in avx2
+    assert avx2.count("gemm_avx2.sgemm16") == 2 and "conv_avx2" in avx2 and "sgemm." not in avx2
     avx512 = ops(Target("avx512", 512))
     assert "gemm_avx2" not in avx512 and avx512.count("sgemm") >= 3
     generic = ops(Target("generic", 128))

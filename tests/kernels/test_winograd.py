@@ -14,8 +14,10 @@ from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from onnxjit.kernels.simd import has_avx512
-from onnxjit.kernels.winograd import (GEMM_BLAS, GEMM_CK, conv3x3, conv3x3_blas, point_gemm,
-                                      use_winograd, winograd_weights)
+from onnxjit.kernels.winograd import (GEMM_AVX2, GEMM_BLAS, GEMM_CK, avx2_weights, conv3x3,
+                                      conv3x3_avx2, conv3x3_blas, point_gemm, use_winograd,
+                                      winograd_weights)
+from onnxjit.target import host
 
 REL = {np.float32: 1e-4, np.float64: 1e-12}
 
@@ -69,7 +71,7 @@ def _check(x, w, b, pads, act, res, m, engine="reference"):
     # its own: one more compile of conv3x3, ~9 s, for a call no model makes)
     kres = res if res is not None else _NO_RES(x.dtype)
     for entry, gemm in _entries(dtype):
-        got = entry(x, winograd_weights(w, m), b, pads, act, kres, gemm)
+        got = entry(x, _weights(w, m, gemm), b, pads, act, kres, gemm)
         assert got.shape == ref.shape and got.dtype == ref.dtype
         scale = max(float(np.abs(ref).max()), 1e-30)
         err = float(np.abs(got.astype(np.float64) - ref).max()) / scale
@@ -78,13 +80,22 @@ def _check(x, w, b, pads, act, res, m, engine="reference"):
 
 def _entries(dtype):
     """(entry, gemm) pairs the lowering can pick for x's dtype on this host: conv3x3_blas with
-    BLAS point GEMMs everywhere, and for float32 on AVX-512 hosts conv3x3 with the
-    register-blocked ck* kernels (an AVX-512 kernel like those whose own tests need AVX-512:
-    the AVX2 hosts' models never run it, and testing it there cost a 41 s compile)."""
+    BLAS point GEMMs everywhere (float64, and float32 on the generic target), and for float32
+    on AVX-512 hosts conv3x3 with the register-blocked ck* kernels (an AVX-512 kernel like
+    those whose own tests need AVX-512: the AVX2 hosts' models never run it, and testing it
+    there cost a 41 s compile), on AVX2 hosts conv3x3_avx2 on the AVX2 GEMM."""
     pairs = [(conv3x3_blas, GEMM_BLAS)]
     if dtype == np.float32 and has_avx512():
         pairs.append((conv3x3, GEMM_CK))
+    elif dtype == np.float32 and host().f32_gemm == "avx2":
+        pairs.append((conv3x3_avx2, GEMM_AVX2))
     return pairs
+
+
+def _weights(w, m, gemm):
+    """The transformed weights in the layout the entry of `gemm` reads."""
+    u = winograd_weights(w, m)
+    return avx2_weights(u) if gemm == GEMM_AVX2 else u
 
 
 def _NO_RES(dtype):
@@ -152,7 +163,7 @@ def test_empty_output():
     x = np.zeros((1, 2, 1, 1), np.float32)
     w = np.ones((3, 2, 3, 3), np.float32)
     for entry, gemm in _entries(np.float32):
-        y = entry(x, winograd_weights(w, 2), np.zeros(3, np.float32), (0, 0, 0, 0), 0,
+        y = entry(x, _weights(w, 2, gemm), np.zeros(3, np.float32), (0, 0, 0, 0), 0,
                   _NO_RES(np.float32), gemm)
         assert y.shape == (1, 3, 0, 0)
 
@@ -213,9 +224,9 @@ def test_repeated_parallel_calls_keep_residual(C, M, m):
         x, w, b, res = _inputs(2, C, M, 30, 23, (1, 1, 1, 1), np.float32, True,
                               seed=C + M)
         ref = _reference(x, w, b, (1, 1, 1, 1), 1, res, "ort")
-        u = winograd_weights(w, m)
         scale = float(np.abs(ref).max())
         for entry, gemm in _entries(np.float32):  # BLAS: the transforms threaded, BLAS not
+            u = _weights(w, m, gemm)
             for call in range(20):
                 got = entry(x, u, b, (1, 1, 1, 1), 1, res, gemm)
                 err = float(np.abs(got - ref).max()) / scale
@@ -225,10 +236,12 @@ def test_repeated_parallel_calls_keep_residual(C, M, m):
 
 
 def test_point_gemm_comes_from_the_target():
-    """The register-blocked point GEMMs only for float32 on AVX-512; BLAS elsewhere (AVX2,
-    generic, float64), and a Conv lowered for a target carries that choice."""
+    """The register-blocked point GEMMs for float32 on AVX-512, the AVX2 GEMM for float32 on
+    AVX2; BLAS elsewhere (generic, float64), and a Conv lowered for a target carries that
+    choice."""
     from onnxjit.target import Target
     assert point_gemm(Target("avx512", 512), np.float32) == GEMM_CK
     assert point_gemm(Target("avx512", 512), np.float64) == GEMM_BLAS
-    assert point_gemm(Target("avx2", 256), np.float32) == GEMM_BLAS
+    assert point_gemm(Target("avx2", 256), np.float32) == GEMM_AVX2
+    assert point_gemm(Target("avx2", 256), np.float64) == GEMM_BLAS
     assert point_gemm(Target("generic", 128), np.float32) == GEMM_BLAS
