@@ -421,3 +421,66 @@ def conv_avx2(x, w, m, kernel, strides, pads, dilations, group, bias, act, res,
             _im2col_part(xf, geo, wf, biasf, zcol, act, lo, hi, yf, has_res, u // G, u % G, I0,
                          oh, col, xs, xp, yt)
     return y
+
+
+# ----------------------------------------------------------------------------------------
+# MatMul of two run-time operands
+# ----------------------------------------------------------------------------------------
+
+
+@njit(**_JIT)
+def _matmul_units(af, bf, cf, ba, bb, m, k, n, parts, u0, u1, zbias, zcol, xp, yt):
+    """Units [u0, u1) of ``matmul3_avx2``: unit u is batch u // parts, its columns' run
+    u % parts (multiples of 16)."""
+    zero = np.float32(0.0)
+    for u in range(u0, u1):
+        i, t = u // parts, u % parts
+        col0, col1 = split_range(n, parts, t, NR)
+        if col1 > col0:
+            gemm_cols(bf, (0 if bb == 1 else i) * k * n, n, k, af, (0 if ba == 1 else i) * m * k,
+                      m, zbias, I0, zcol, I0, zero, zero, cf, i * m * n, n, NO, col0, col1,
+                      m > CONV_STREAM_M, xp, yt)
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def matmul3_avx2(a, b):
+    """Batched a (Ba, M, K) @ b (Bb, K, N) -> (B, M, N) float32, a batch dim of 1
+    broadcasting (``matmul.matmul3``'s contract) on the AVX2 GEMM: per batch, A's rows are
+    the broadcast operand and B's rows are streamed (or packed, above CONV_STREAM_M rows of
+    A).  A shared B (Bb == 1) folds the batch into M.  With several threads the batches, or
+    when there are fewer batches than threads each batch's columns, are shared out.  No BLAS
+    (conv_avx2 says why)."""
+    ba, m, k = a.shape
+    bb, n = b.shape[0], b.shape[2]
+    if b.shape[1] != k or not (ba == bb or ba == 1 or bb == 1):
+        raise ValueError("matmul3_avx2: operand shapes do not match")
+    nb = max(ba, bb)
+    out = np.empty((nb, m, n), np.float32)
+    if out.size == 0:
+        return out
+    af = np.ascontiguousarray(a).ravel()
+    bf = np.ascontiguousarray(b).ravel()
+    cf = out.ravel()
+    if k == 0:
+        for i in range(cf.shape[0]):
+            cf[i] = 0.0
+        return out
+    if bb == 1 and ba > 1:       # shared right operand: one GEMM of ba * m rows
+        m, ba, nb = ba * m, 1, 1
+    mp = max(m, 1)
+    zbias = np.zeros(mp, np.float32)
+    zcol = np.zeros(NR, np.float32)
+    nt = num_threads()
+    if nt > 1 and nb * m * k * n >= PAR_MIN_MACS:
+        parts = 1 if nb >= 2 * nt else max(1, min(nt, (n + NR - 1) // NR))
+        xps = np.empty((nt, cols_scratch(k)), np.float32)
+        yts = np.empty((nt, mp * NR), np.float32)
+        for t in prange(nt):
+            u0, u1 = split_range(nb * parts, nt, t, 1)
+            _matmul_units(af, bf, cf, ba, bb, m, k, n, parts, u0, u1, zbias, zcol, xps[t],
+                          yts[t])
+    else:
+        xp = np.empty(cols_scratch(k), np.float32)
+        yt = np.empty(mp * NR, np.float32)
+        _matmul_units(af, bf, cf, ba, bb, m, k, n, I0 + 1, I0, nb, zbias, zcol, xp, yt)
+    return out

@@ -518,22 +518,37 @@ def ConvTranspose(ctx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1,
 
 def _conv_transpose_by_tiles(ctx, x, w, b, kernel, s, p, d, group, out, channels):
     """A float32 2-D ConvTranspose whose kernel equals its stride (a decoder's 2x2 / stride 2
-    upsampling: no overlap), constant weights, one group, no pads or dilation, on AVX-512: the
-    1x1 conv by W^T (C -> M*KH*KW channels) on onnxjit's packed GEMM kernels, then each pixel's
-    tile put in place with the bias (conv.tiles_to_image): no BLAS call (whose thread pool
-    fought Numba's: kernels/conv's col2im path), threads in both. None where it does not apply."""
+    upsampling: no overlap), constant weights, one group, no pads or dilation, on AVX-512 or
+    AVX2: the 1x1 conv by W^T (C -> M*KH*KW channels) on onnxjit's GEMM kernels (sgemm's packed
+    ones, gemm_avx2.conv_avx2), then each pixel's tile put in place with the bias
+    (conv.tiles_to_image): no BLAS call (whose thread pool fought Numba's: kernels/conv's col2im
+    path), threads in both. None where it does not apply."""
     if (x.dtype != np.float32 or x.rank != 4 or not w.is_const or group != 1
-            or not ctx.target.avx512 or tuple(s) != tuple(kernel) or any(p) or any(v != 1 for v in d)
+            or not ctx.target.f32_gemm or tuple(s) != tuple(kernel) or any(p)
+            or any(v != 1 for v in d)
             or tuple(out) != (x.shape[2] * kernel[0], x.shape[3] * kernel[1]) or x.size == 0
             or w.size == 0):
         return None
     C, kk = x.shape[1], channels * kernel[0] * kernel[1]
     wt = np.ascontiguousarray(w.const.reshape(C, kk).T)     # (M*KH*KW, C): a 1x1 conv's W
+    shape = (x.shape[0], kk) + tuple(x.shape[2:])
+    if ctx.target.f32_gemm == "avx2":     # conv_avx2 as a 1x1 Conv calls it (one signature)
+        cols = ctx.kernel(("gemm_avx2", "conv_avx2"), x, ctx.constant(wt), kk, (1, 1), (1, 1),
+                          (0, 0, 0, 0), (1, 1), 1, ctx.constant(np.zeros(kk, np.float32)), 0,
+                          ctx.constant(np.empty((0, 0, 0, 0), np.float32)), (0.0, 0.0),
+                          shape=shape, dtype=np.float32,
+                          names=("x", "w", "m", "kernel", "strides", "pads", "dilations", "group",
+                                 "bias", "act", "residual", "bounds"))
+        return _tiles_to_image(ctx, cols, b, channels, kernel, out, x)
     product = "small" if sgemm.conv1x1_small(x.shape[2] * x.shape[3], kk, C) else "cols"
     cols = ctx.kernel(("sgemm", f"conv1x1_packed_{product}"), x, ctx.constant(sgemm.pack_a(wt)),
                       kk, ctx.constant(np.zeros(kk, np.float32)), 0, None,
-                      shape=(x.shape[0], kk) + tuple(x.shape[2:]), dtype=np.float32,
+                      shape=shape, dtype=np.float32,
                       names=("x", "w", "m", "bias", "act", "residual"))
+    return _tiles_to_image(ctx, cols, b, channels, kernel, out, x)
+
+
+def _tiles_to_image(ctx, cols, b, channels, kernel, out, x):
     return ctx.kernel(("conv", "tiles_to_image"), cols, _bias(ctx, b, channels, x.dtype),
                       channels, int(kernel[0]), int(kernel[1]),
                       shape=(x.shape[0], channels) + tuple(out), dtype=np.float32,
@@ -665,6 +680,8 @@ def MatMul(ctx, a, b):
         b = ctx.constant(_pack_weights(ctx.target, b.const, meta))
     elif _use_bmm(ctx.target, a, b):
         return _lower_bmm(ctx, a, b, meta)
+    elif a.dtype == np.float32 and ctx.target.f32_gemm == "avx2":
+        meta["gemm"] = "gemm_avx2"      # run-time operands on the AVX2 GEMM (matmul3_avx2)
     return ctx.record(_matmul_op(meta), a, b, shape=plan.out, dtype=a.dtype, meta=meta)
 
 
@@ -797,6 +814,8 @@ def _matmul_product(meta):
                      bias, meta["act"])
     lhs, rhs = meta["operands"]
     if not (meta["bias"] or meta["act"]):
+        if meta.get("gemm") == "gemm_avx2":     # float32 on AVX2: no BLAS (conv_avx2 says why)
+            return E.lib("gemm_avx2", "matmul3_avx2", lhs, rhs)
         return E.lib("matmul", "matmul3", lhs, rhs)
     bias = E.slot(2) if meta["bias"] else None
     return E.lib("matmul", "matmul3_epilogue", lhs, rhs, bias, meta["act"])

@@ -230,8 +230,9 @@ def test_conv_transpose_paths(xs, ws, strides, pads, outpad, dtype):
                                    ((1, 16, 90, 80), (16, 1, 2, 2))])      # one output channel
 def test_conv_transpose_tiles_on_the_packed_gemm(xs, ws):
     """A float32 ConvTranspose with constant weights whose kernel equals its stride runs as the
-    packed 1x1 conv by W^T and conv.tiles_to_image (AVX-512 targets; elsewhere the BLAS tile
-    path): against the reference, and the same on 1 and 2 threads."""
+    1x1 conv by W^T on onnxjit's GEMM (sgemm's packed kernels on AVX-512, conv_avx2 on AVX2)
+    and conv.tiles_to_image (elsewhere the BLAS tile path): against the reference, and the
+    same on 1 and 2 threads."""
     from tests.helpers import numba_threads
     from onnx import numpy_helper
 
@@ -245,7 +246,8 @@ def test_conv_transpose_tiles_on_the_packed_gemm(xs, ws):
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)])
     (want,) = ReferenceEvaluator(model).run(None, {"x": x})
     rep = onnxjit.prepare(model)
-    assert ("tiles_to_image" in rep.source()) == host().avx512
+    assert ("tiles_to_image" in rep.source()) == bool(host().f32_gemm)
+    assert ("conv_avx2" in rep.source()) == (host().f32_gemm == "avx2")
     (got,) = rep.run([x])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     with numba_threads(2):

@@ -203,6 +203,22 @@ def test_conv_avx2_rejects_bad_geometry():
                             (0.0, 0.0))
 
 
+# batches equal / broadcasting either way (a shared B folds the batch into M), row tails,
+# ragged and single columns, K 0 and 1, and over CONV_STREAM_M rows (B packed)
+@pytest.mark.parametrize("ba,bb,m,k,n", [
+    (3, 3, 7, 20, 33), (1, 4, 5, 9, 16), (4, 1, 6, 31, 17), (2, 2, 40, 64, 50),
+    (1, 1, 1, 1, 1), (2, 2, 3, 0, 5), (5, 5, 13, 64, 13), (1, 3, 2, 3, 0)])
+def test_matmul3_avx2_matches_numpy(ba, bb, m, k, n):
+    rng = np.random.default_rng(ba * 7 + bb * 5 + m + k + n)
+    a = rng.standard_normal((ba, m, k)).astype(np.float32)
+    b = rng.standard_normal((bb, k, n)).astype(np.float32)
+    y = gemm_avx2.matmul3_avx2(a, b)
+    assert y.shape == (max(ba, bb), m, n) and y.dtype == np.float32
+    _close(y, np.matmul(a.astype(np.float64), b.astype(np.float64)), k)
+    with pytest.raises(ValueError, match="operand shapes"):
+        gemm_avx2.matmul3_avx2(a, np.ones((bb, k + 1, n), np.float32))
+
+
 def test_two_threads_match_one():
     """Above PAR_MIN_MACS the GEMM splits panels or rows, the 1x1 conv its columns, the im2col
     conv its output rows, over threads:
@@ -219,6 +235,8 @@ def test_two_threads_match_one():
     wt = rng.standard_normal((40, 48)).astype(np.float32)
     cb = rng.standard_normal(40).astype(np.float32)
     res = rng.standard_normal((2, 40, 23, 23)).astype(np.float32)
+    qa = rng.standard_normal((4, 50, 64)).astype(np.float32)   # batches, then columns, split
+    qb = rng.standard_normal((4, 64, 50)).astype(np.float32)
     xs = rng.standard_normal((2, 32, 30, 30)).astype(np.float32)   # im2col: rows split
     ws = rng.standard_normal((24, 32 * 9)).astype(np.float32)
     empty = np.empty((0, 0, 0, 0), np.float32)
@@ -229,7 +247,8 @@ def test_two_threads_match_one():
         return (gemm_avx2.sgemm16(a, bp, 70, bias, 1), gemm_avx2.sgemm16(tall, bp1, 16, None, 0),
                 _conv1x1(x, wt, 40, cb, 2, res, (0.0, 6.0)),
                 gemm_avx2.conv_avx2(xs, ws, 24, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, cb[:24],
-                                    1, empty, (0.0, 0.0)))
+                                    1, empty, (0.0, 0.0)),
+                gemm_avx2.matmul3_avx2(qa, qb), gemm_avx2.matmul3_avx2(qa[:1], qb))
     before = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
@@ -323,3 +342,42 @@ def test_model_matches_the_reference(rows):
     got = onnxjit.prepare(model).run([x])[0]
     want = ReferenceEvaluator(model).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _runtime_matmul_model():
+    """Q @ K^T of two run-time operands (an attention score product) then a MatMul by V."""
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("MatMul", ["s", "v"], ["y"])]
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(nodes, "qkv",
+                              [helper.make_tensor_value_info("q", f, [4, 20, 16]),
+                               helper.make_tensor_value_info("k", f, [4, 20, 16]),
+                               helper.make_tensor_value_info("v", f, [4, 20, 24])],
+                              [helper.make_tensor_value_info("y", f, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_runtime_matmuls_follow_the_target():
+    """MatMul of two run-time float32 operands: matmul3_avx2 on AVX2, bmm on AVX-512, BLAS
+    (matmul.matmul3) on the generic target; on the host, the result matches onnx's reference."""
+    from onnxjit.ir import Value
+    from onnxjit.specialize import specialize
+    import onnxjit.ops  # noqa: F401  (registers the lowerings)
+    model = _runtime_matmul_model()
+    f32 = np.dtype(np.float32)
+    values = [Value((4, 20, 16), f32, name="q"), Value((4, 20, 16), f32, name="k"),
+              Value((4, 20, 24), f32, name="v")]
+
+    def ops(t):
+        return " ".join(_source(s) for s in specialize(model, values, target=t).steps)
+    assert ops(Target("avx2", 256)).count("gemm_avx2.matmul3_avx2") == 2
+    assert "matmul3_avx2" not in ops(Target("avx512", 512))
+    generic = ops(Target("generic", 128))
+    assert "matmul3_avx2" not in generic and "matmul.matmul3" in generic
+    rng = np.random.default_rng(11)
+    feeds = {n: rng.standard_normal(v.shape).astype(np.float32) for n, v in
+             zip("qkv", values)}
+    got = onnxjit.prepare(model).run([feeds[n] for n in "qkv"])[0]
+    ref = ReferenceEvaluator(model).run(None, feeds)[0]
+    _close(got, ref.astype(np.float64), 20)
