@@ -25,10 +25,11 @@ from numba import njit, prange
 
 from .conv import as5d, from5d, pads6, tup3
 from . import PRANGE_ONLY
-from .epilogue import act_run, load_bias, vact
+from .epilogue import act_run, load_bias, vact, vact_n
 from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
-from .simd import (LANES16 as LANES, vadd, vbcast, vevens, vfma, vload, vload_span, vloadm, vnext,
+from .simd import (LANES16 as LANES, vadd, vevens, vfma, vload, vloadm, vnext,
                    vodds, vsplat, vstore, vstorem, vtranspose16, vzero)
+from .simd import native as V
 from .pool import fill_phases, phase_buffers
 
 from . import JIT as _JIT
@@ -383,8 +384,11 @@ DW3_BANDS = ((3000, 1, 4), (8000, 2, 1))
 
 @njit(**_JIT)
 def _dw3_planes(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds):
-    """Planes [p0, p1) of ``depthwise3x3_f32``, in bands of output rows (DW3_BANDS)."""
-    lo, hi = vsplat(np.float32(bounds[0])), vsplat(np.float32(bounds[1]))
+    """Planes [p0, p1) of ``depthwise3x3_f32``, in bands of output rows (DW3_BANDS), in
+    vectors of the target's width (simd.native: 16 lanes on AVX-512, 8 on AVX2, where the
+    stride-2 lane shuffles of 16-lane vectors split into ymm halves cost 2-3x)."""
+    lo, hi = V.splat(np.float32(bounds[0])), V.splat(np.float32(bounds[1]))
+    vz, one = V.zero(), V.splat(np.float32(1.0))
     zero = np.float32(0.0)
     band = OH                       # output rows per band (DW3_BANDS)
     for lim, s_, rows in DW3_BANDS:
@@ -393,52 +397,52 @@ def _dw3_planes(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds)
     for nc in range(p0, p1):
         xo = nc * H * W
         wo = (nc % C) * 9
-        bias = vsplat(bf[nc % C])
+        bias = V.splat(bf[nc % C])
         for oh0 in range(0, OH, band):
-            for ow0 in range(0, OW, LANES):  # columns outside: the masks are the same all the
+            for ow0 in range(0, OW, V.LANES):  # columns outside: the masks are the same all the
                 c = ow0 * s - pl              # way down the band, LLVM hoists them out of its rows
                 for oh in range(oh0, min(OH, oh0 + band)):
                     yo = (nc * OH + oh) * OW
                     a0 = bias
-                    a1 = vzero()
-                    a2 = vzero()
+                    a1 = V.zero()
+                    a2 = V.zero()
                     for k in range(3):
                         r = oh * s - pt + k
                         if r < 0 or r >= H:
                             continue
                         row = xo + r * W
-                        wa = vbcast(wf, wo + 3 * k)
-                        wb = vbcast(wf, wo + 3 * k + 1)
-                        wc = vbcast(wf, wo + 3 * k + 2)
-                        if s == 1:     # x[c..c+16), x[c+16..c+32): the taps at c, c+1, c+2
-                            if c >= 0 and c + 2 * LANES <= W:
-                                u0 = vload(xf, row + c)
-                                u1 = vload(xf, row + c + LANES)
+                        wa = V.bcast(wf, wo + 3 * k)
+                        wb = V.bcast(wf, wo + 3 * k + 1)
+                        wc = V.bcast(wf, wo + 3 * k + 2)
+                        if s == 1:     # x[c..c+N), x[c+N..c+2N): the taps at c, c+1, c+2
+                            if c >= 0 and c + 2 * V.LANES <= W:
+                                u0 = V.load(xf, row + c)
+                                u1 = V.load(xf, row + c + V.LANES)
                             else:
-                                u0 = vload_span(xf, row + c, max(0, -c), min(LANES, W - c), zero)
-                                u1 = vload_span(xf, row + c + LANES, max(0, -c - LANES),
-                                                min(LANES, W - c - LANES), zero)
+                                u0 = V.load_span(xf, row + c, max(0, -c), min(V.LANES, W - c), zero)
+                                u1 = V.load_span(xf, row + c + V.LANES, max(0, -c - V.LANES),
+                                                min(V.LANES, W - c - V.LANES), zero)
                             t1 = vnext(u0, u1)
                             a0 = vfma(wa, u0, a0)
                             a1 = vfma(wb, t1, a1)
                             a2 = vfma(wc, vnext(t1, vnext(u1, u1)), a2)
-                        else:          # x[c..c+48): evens, odds, evens from c+2
-                            if c >= 0 and c + 3 * LANES <= W:
-                                u0 = vload(xf, row + c)
-                                u1 = vload(xf, row + c + LANES)
-                                u2 = vload(xf, row + c + 2 * LANES)
+                        else:          # x[c..c+3N): evens, odds, evens from c+2
+                            if c >= 0 and c + 3 * V.LANES <= W:
+                                u0 = V.load(xf, row + c)
+                                u1 = V.load(xf, row + c + V.LANES)
+                                u2 = V.load(xf, row + c + 2 * V.LANES)
                             else:
-                                u0 = vload_span(xf, row + c, max(0, -c), min(LANES, W - c), zero)
-                                u1 = vload_span(xf, row + c + LANES, max(0, -c - LANES),
-                                                min(LANES, W - c - LANES), zero)
-                                u2 = vload_span(xf, row + c + 2 * LANES, max(0, -c - 2 * LANES),
-                                                min(LANES, W - c - 2 * LANES), zero)
+                                u0 = V.load_span(xf, row + c, max(0, -c), min(V.LANES, W - c), zero)
+                                u1 = V.load_span(xf, row + c + V.LANES, max(0, -c - V.LANES),
+                                                min(V.LANES, W - c - V.LANES), zero)
+                                u2 = V.load_span(xf, row + c + 2 * V.LANES, max(0, -c - 2 * V.LANES),
+                                                min(V.LANES, W - c - 2 * V.LANES), zero)
                             e = vevens(u0, u1)
                             a0 = vfma(wa, e, a0)
                             a1 = vfma(wb, vodds(u0, u1), a1)
                             a2 = vfma(wc, vnext(e, vevens(u2, u2)), a2)
-                    v = vact(vadd(vadd(a0, a1), a2), act, lo, hi)
-                    if OW - ow0 >= LANES:
+                    v = vact_n(vadd(vadd(a0, a1), a2), act, lo, hi, vz, one)
+                    if OW - ow0 >= V.LANES:
                         vstore(yf, yo + ow0, v)
                     else:
                         vstorem(yf, yo + ow0, v, OW - ow0)

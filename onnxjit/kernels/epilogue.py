@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 from numba.extending import intrinsic
 
-from .simd import f32x16, vfma, vmul, vrelu_if, vsplat, vzero
+from .simd import F32xNType, vfma, vmul, vrelu_if, vsplat, vzero
 
 from . import JIT as _JIT
 RELU, CLIP, HARDSWISH = 1, 2, 3
@@ -78,26 +78,36 @@ def act_inplace(y, act, bounds):
     return y
 
 
-# -- the same on 16-lane float32 vectors (kernels/simd.py), for the SIMD kernels ---------------
+# -- the same on float32 vectors (kernels/simd.py), for the SIMD kernels ------------------------
 @intrinsic
 def vclip(typingctx, a, lo, hi):
-    """(a < lo ? lo : a), then (> hi ? hi : it), lane-wise: np.clip's order, NaN stays NaN."""
+    """(a < lo ? lo : a), then (> hi ? hi : it), lane-wise: np.clip's order, NaN stays NaN.
+    Vectors of any one width."""
+    if not (isinstance(a, F32xNType) and lo == a and hi == a):
+        return None
+
     def codegen(context, builder, sig, args):
         v, lo_, hi_ = args
         t = builder.select(builder.fcmp_ordered("<", v, lo_), lo_, v)
         return builder.select(builder.fcmp_ordered(">", t, hi_), hi_, t)
-    return f32x16(f32x16, f32x16, f32x16), codegen
+    return a(a, a, a), codegen
 
 
 @njit(inline="always", **_JIT)
 def vact(v, act, lo, hi):
-    """act on a vector; lo, hi: vectors of the bounds (HardSwish: alpha, beta)."""
+    """act on a 16-lane vector; lo, hi: vectors of the bounds (HardSwish: alpha, beta)."""
+    return vact_n(v, act, lo, hi, vzero(), vsplat(np.float32(1.0)))
+
+
+@njit(inline="always", **_JIT)
+def vact_n(v, act, lo, hi, zero, one):
+    """vact on vectors of any one width (zero, one: vectors of 0 and 1 of that width)."""
     if act == RELU:
         return vrelu_if(v, True)
     if act == CLIP:
         return vclip(v, lo, hi)
     if act == HARDSWISH:
-        return vmul(v, vclip(vfma(lo, v, hi), vzero(), vsplat(np.float32(1.0))))
+        return vmul(v, vclip(vfma(lo, v, hi), zero, one))
     return v
 
 
