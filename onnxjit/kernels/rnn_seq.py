@@ -29,11 +29,15 @@ from numba.core import cgutils as _cg
 from numba.extending import intrinsic as _intrinsic
 
 from .rnn import check_lens, aligned, step_index
-from .simd import f32x16, vadd, vbcast, vfma, vload, vmul, vstore, vsub, vzero
+from .simd import f32x16, has_avx512, vadd, vbcast, vfma, vload, vmul, vstore, vsub, vzero
 
 from . import JIT as _JIT
 CV = 8    # vectors per GEMV chunk (8 zmm accumulators)
 SB = 8    # rows per input-projection block
+# The input-projection tile inside the GEMV chunk's k-loop (16 accumulators) only where
+# 16-lane vectors are single registers: on AVX2 each is two ymm, and 32 accumulators spilled
+# (``_side1`` after the chunk instead)
+SIDE_IN_CHUNK = has_avx512()
 
 
 # ---- tanh and sigmoid: a rational approximation (Eigen's float tanh: odd degree-13 numerator,
@@ -287,12 +291,15 @@ def _gemv_step(hf, hs, rp, init, io, g, xf, xo, ni, wp, bv, xw, side, j, nv):
     for q in range(nfull):
         v = j * nch + q
         ro = q * hs * CV * 16
-        if side >= 0 and v < nv:
+        if side >= 0 and v < nv and SIDE_IN_CHUNK:
             a, s = _chunk_side(hf, hs, rp, ro, init, io + q * CV * 16, xf, xo, ni,
                                wp, v * ni * 16, bv, v * 16)
             _store8(xw, (side % 2) * SB * G + v * 16, G, s)
         else:
             a = _chunk(hf, hs, rp, ro, init, io + q * CV * 16)
+            if side >= 0 and v < nv:
+                _side1(xf, xo, ni, wp, v * ni * 16, bv, v * 16, xw,
+                       (side % 2) * SB * G + v * 16, G)
         _store8(g, q * CV * 16, 16, a)
     base = nfull * hs * CV * 16
     for v in range(nfull * CV, nv):
