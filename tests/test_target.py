@@ -186,3 +186,43 @@ def test_int8_gemm_follows_the_target():
     feeds = {"a": rng.integers(0, 256, (9, 70)).astype(np.uint8), "az": np.array(131, np.uint8)}
     got = onnxjit.prepare(model).run(feeds)[0]
     np.testing.assert_array_equal(got, ReferenceEvaluator(model).run(None, feeds)[0])
+
+
+# Library kernels that call BLAS (np.dot or Numba's xxgemm): OpenBLAS's worker threads spin
+# after each call and held the cores Numba's threads needed (docs/design.md, "Threads")
+BLAS_KERNELS = {("conv", "conv"), ("conv_epilogue", "conv_act"), ("conv", "conv_transpose"),
+                ("matmul", "matmul3"), ("matmul", "matmul3_epilogue"), ("matmul", "gemm"),
+                ("winograd", "conv3x3_blas"), ("conv_epilogue", "winograd_blas_act"),
+                ("attention", "attention")}
+
+
+def test_float32_models_call_no_blas_on_the_simd_targets():
+    """The built-in suite's float32 CNNs, detectors and transformers lowered for AVX-512 and for
+    AVX2 call no library kernel that goes through BLAS (the generic target still does: it has
+    no GEMM of its own)."""
+    from onnxjit.inputs import model_inputs
+    from onnxjit.ir import Value
+    from onnxjit.specialize import specialize
+    from onnxjit.steps import ArrayExpr, Call, LibraryCall, walk
+    from onnxjit.tools.models import builtin_suite
+    import onnxjit.ops  # noqa: F401  (registers the lowerings)
+    models = builtin_suite(only=r"^(mlp|transformer_block|small_cnn|mobilenet|yolo_csp|"
+                                r"seg_decoder|light_resnet50|light_squeezenet)$")
+    assert len(models) == 8
+
+    def kernels(model, t):
+        values = [Value(a.shape, a.dtype, name=n) for n, a in model_inputs(model).items()]
+        found = set()
+        for step in specialize(model, values, target=t).steps:
+            if isinstance(step.op, LibraryCall):
+                found.add(step.op.kernel)
+            elif isinstance(step.op, ArrayExpr):     # a MatMul's kernel call inside reshapes
+                found |= {(n.library_module, n.function) for n in walk(step.op.expr)
+                          if isinstance(n, Call) and n.library_module}
+        return found
+    for name, model in models:
+        for t in (target.Target("avx512", 512), target.Target("avx2", 256)):
+            assert not kernels(model, t) & BLAS_KERNELS, (name, t.isa)
+    generic = target.Target("generic", 128)
+    assert kernels(dict(models)["small_cnn"], generic) & BLAS_KERNELS
+    assert ("matmul", "matmul3") in kernels(dict(models)["transformer_block"], generic)
