@@ -103,8 +103,13 @@ def _conv_ref(x, w, bias, act, res, bounds):
     y = np.einsum("mc,nchw->nmhw", w.astype(np.float64), x.astype(np.float64))
     if bias is not None:
         y += bias[:, None, None]
+    return _epilogue_ref(y, act, res, bounds)
+
+
+def _epilogue_ref(y, act, res, bounds):
+    """act(y + res) in float64, the kernels' epilogue codes (kernels/epilogue.py)."""
     if res is not None and res.size:
-        y += res
+        y = y + res
     lo, hi = bounds
     if act == 1:
         y = np.maximum(y, 0)
@@ -177,15 +182,7 @@ def test_conv_avx2_matches_onnx_reference(shape, m, kernel, strides, pads, dilat
         y = gemm_avx2.conv_avx2(x, w.reshape((m, -1)), m, kernel, strides, pads, dilations,
                                 group, bias, act, r, bounds)
         assert y.shape == ref.shape and y.dtype == np.float32
-        expect = ref + (r if r.size else 0)
-        lo, hi = bounds
-        if act == 1:
-            expect = np.maximum(expect, 0)
-        elif act == 2:
-            expect = np.minimum(np.maximum(expect, lo), hi)
-        elif act == 3:
-            expect = expect * np.clip(lo * expect + hi, 0, 1)
-        _close(y, expect, k)
+        _close(y, _epilogue_ref(ref, act, r, bounds), k)
 
 
 def test_conv_avx2_rejects_bad_geometry():
