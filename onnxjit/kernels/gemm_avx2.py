@@ -294,7 +294,7 @@ def _im2col_part(xf, geo, wf, biasf, zcol, act, lo, hi, yf, has_res, n, g, r0, r
         else:
             im2col_rows(xf, xoff, cg, in3, k3, s3, p6, d3, o3, q0, q1, colf)
         gemm_cols(colf, I0, ncols, kk, wf, g * mg * kk, mg, biasf, g * mg, zcol, act, lo, hi,
-                   yf, (n * M + g * mg) * P + q0 * OW, P, has_res, I0, ncols, pack, xp, yt)
+                  yf, (n * M + g * mg) * P + q0 * OW, P, has_res, I0, ncols, pack, xp, yt)
 
 
 @njit(inline="always", **_JIT)
@@ -381,16 +381,16 @@ def conv_avx2(x, w, m, kernel, strides, pads, dilations, group, bias, act, res,
                     xp = np.empty(cols_scratch(cg), np.float32)
                     yt = np.empty(mg * NR, np.float32)
                     gemm_cols(xf, (img * c + g * cg) * hw, hw, cg, wf, g * mg * cg, mg, biasf,
-                               g * mg, zcol, act, lo, hi, yf, (img * m + g * mg) * hw, hw,
-                               has_res, col0, col1, pack, xp, yt)
+                              g * mg, zcol, act, lo, hi, yf, (img * m + g * mg) * hw, hw,
+                              has_res, col0, col1, pack, xp, yt)
         else:
             xp = np.empty(cols_scratch(cg), np.float32)
             yt = np.empty(mg * NR, np.float32)
             for u in range(nimg * G):
                 img, g = u // G, u % G
                 gemm_cols(xf, (img * c + g * cg) * hw, hw, cg, wf, g * mg * cg, mg, biasf,
-                           g * mg, zcol, act, lo, hi, yf, (img * m + g * mg) * hw, hw, has_res,
-                           I0, hw, pack, xp, yt)
+                          g * mg, zcol, act, lo, hi, yf, (img * m + g * mg) * hw, hw, has_res,
+                          I0, hw, pack, xp, yt)
         return y
     rows = max(IM2COL_TILE_BYTES // (kk * ow * 4), (IM2COL_MIN_COLS + ow - 1) // ow)
     rows = min(oh, max(1, rows))
