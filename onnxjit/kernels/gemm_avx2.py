@@ -482,5 +482,5 @@ def matmul3_avx2(a, b):
     else:
         xp = np.empty(cols_scratch(k), np.float32)
         yt = np.empty(mp * NR, np.float32)
-        _matmul_units(af, bf, cf, ba, bb, m, k, n, I0 + 1, I0, nb, zbias, zcol, xp, yt)
+        _matmul_units(af, bf, cf, ba, bb, m, k, n, I1, I0, nb, zbias, zcol, xp, yt)
     return out
