@@ -27,7 +27,7 @@ from .conv import as5d, from5d, pads6, tup3
 from . import PRANGE_ONLY
 from .epilogue import act_run, load_bias, vact, vact_n
 from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
-from .simd import (LANES16 as LANES, vadd, vevens, vfma, vload, vloadm, vnext,
+from .simd import (LANES16 as LANES, vadd, vevens, vfma, vload, vloadm, vmul, vnext,
                    vodds, vsplat, vstore, vstorem, vtranspose16, vzero)
 from .simd import native as V
 from .pool import fill_phases, phase_buffers
@@ -324,8 +324,10 @@ def depthwise3x3_f32(x, w, b, strides, pads, act, bounds):
     the loop is an intrinsic: an njit helper taking an array there costs a reference count
     per call.  The loop over 16-column blocks is outside the loop over a band's rows
     (1.3-1.8x faster: each block's masks and edge branch are computed once per band;
-    DW3_BANDS).  With several Numba threads (and PAR_MIN_MACS of work) the planes are shared
-    out.  Output rows of at most DW3_CL_MAX_OW columns run channels-last instead
+    DW3_BANDS).  On targets narrower than 16 lanes (AVX2) the stride-1 planes and the large
+    stride-2 ones go row by row instead, two output rows at a time at stride 1 (``_dw3_rows``,
+    2-3x faster there).  With several Numba threads (and PAR_MIN_MACS of work) the planes are
+    shared out.  Output rows of at most DW3_CL_MAX_OW columns run channels-last instead
     (``_dw3_cl_groups``)."""
     N, C, H, W = x.shape
     s = strides[0]
@@ -359,10 +361,17 @@ def depthwise3x3_f32(x, w, b, strides, pads, act, bounds):
                            _dw3_cl_scratch(OH, OW, s), np.empty(OH * OW * LANES, np.float32))
     elif nt > 1 and N * C >= 2 * nt and y.size * 9 >= PAR_MIN_MACS:
         NC = N * C
+        rows = _dw3_by_rows(s, H, W)
         for t in prange(nt):
             p0, p1 = split_range(NC, nt, t, 1)
             if p1 > p0:
-                _dw3_planes(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds)
+                if rows:
+                    _dw3_rows(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds)
+                else:
+                    _dw3_planes(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act,
+                                bounds)
+    elif _dw3_by_rows(s, H, W):
+        _dw3_rows(xf, wf, bf, yf, I0, N * C, C, H, W, OH, OW, s, pt, pl, act, bounds)
     else:
         _dw3_planes(xf, wf, bf, yf, I0, N * C, C, H, W, OH, OW, s, pt, pl, act, bounds)
     return y
@@ -446,6 +455,144 @@ def _dw3_planes(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds)
                         vstore(yf, yo + ow0, v)
                     else:
                         vstorem(yf, yo + ow0, v, OW - ow0)
+
+
+# Row by row, weights in registers (``_dw3_rows``): on targets narrower than 16 lanes (AVX2: 8),
+# every stride-1 plane and the stride-2 planes above DW3_ROWS_S2_MIN input floats. Measured on
+# the 2-core Zen 3 VM (AVX2), 1 thread, one process, walks interleaved, inputs rotating out of
+# cache / warm, us, against ``_dw3_planes``: 32x112x112 s1 308 / 263 against 942 / 753,
+# 144x56x56 s1 386 / 337 against 962 / 858, 192x28x28 s1 206 / 198 against 419 / 343, 384x14x14
+# s1 198 / 146 against 225 / 176; 96x112x112 s2 770 / 669 against 999 / 887, 144x56x56 s2 402 /
+# 397 against 572 / 278; 192x28x28 s2 286 / 203 against 205 / 116 (stays on the bands). On
+# AVX-512 (16 lanes) ``_dw3_planes`` throughout: not measured there.
+DW3_ROWS_S2_MIN = 3000
+
+
+@njit(inline="always", **_JIT)
+def _dw3_by_rows(s, H, W):
+    """Whether ``depthwise3x3_f32`` walks its planes with ``_dw3_rows``."""
+    return V.LANES < LANES and (s == 1 or H * W > DW3_ROWS_S2_MIN)
+
+
+@njit(inline="always", **_JIT)
+def _dw3_row_taps(xf, row, c, W, s, wa, wb, wc, acc, zero):
+    """acc + one input row's three taps (weights wa, wb, wc) for the V.LANES outputs whose
+    window starts at input column c of the row at xf[row] (stride s): unaligned loads inside
+    the row, masked loads and lane shuffles at its edges (the zero padding)."""
+    if s == 1:
+        if c >= 0 and c + 2 + V.LANES <= W:
+            acc = vfma(wa, V.load(xf, row + c), acc)
+            acc = vfma(wb, V.load(xf, row + c + 1), acc)
+            return vfma(wc, V.load(xf, row + c + 2), acc)
+        u0 = V.load_span(xf, row + c, max(0, -c), min(V.LANES, W - c), zero)
+        u1 = V.load_span(xf, row + c + V.LANES, max(0, -c - V.LANES),
+                         min(V.LANES, W - c - V.LANES), zero)
+        t1 = vnext(u0, u1)
+        acc = vfma(wa, u0, acc)
+        acc = vfma(wb, t1, acc)
+        return vfma(wc, vnext(t1, vnext(u1, u1)), acc)
+    if c >= 0 and c + 2 + 2 * V.LANES <= W:
+        u0 = V.load(xf, row + c)
+        u1 = V.load(xf, row + c + V.LANES)
+        acc = vfma(wa, vevens(u0, u1), acc)
+        acc = vfma(wb, vodds(u0, u1), acc)
+        return vfma(wc, vevens(V.load(xf, row + c + 2), V.load(xf, row + c + 2 + V.LANES)),
+                    acc)
+    u0 = V.load_span(xf, row + c, max(0, -c), min(V.LANES, W - c), zero)
+    u1 = V.load_span(xf, row + c + V.LANES, max(0, -c - V.LANES),
+                     min(V.LANES, W - c - V.LANES), zero)
+    u2 = V.load_span(xf, row + c + 2 * V.LANES, max(0, -c - 2 * V.LANES),
+                     min(V.LANES, W - c - 2 * V.LANES), zero)
+    e = vevens(u0, u1)
+    acc = vfma(wa, e, acc)
+    acc = vfma(wb, vodds(u0, u1), acc)
+    return vfma(wc, vnext(e, vevens(u2, u2)), acc)
+
+
+@njit(**_JIT)
+def _dw3_rows(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds):
+    """Planes [p0, p1) of ``depthwise3x3_f32`` output row by row (DW3_ROWS_S2_MIN), the nine
+    weights in registers; at stride 1 two output rows at a time from their four input rows
+    (each middle row's loads serve both, and the two rows' four accumulator chains overlap:
+    with one row the chain of dependent multiply-adds set the pace)."""
+    lo, hi = V.splat(np.float32(bounds[0])), V.splat(np.float32(bounds[1]))
+    vz, one = V.zero(), V.splat(np.float32(1.0))
+    zero = np.float32(0.0)
+    for nc in range(p0, p1):
+        xo = nc * H * W
+        wo = (nc % C) * 9
+        bias = V.splat(bf[nc % C])
+        w0, w1, w2 = V.bcast(wf, wo), V.bcast(wf, wo + 1), V.bcast(wf, wo + 2)
+        w3, w4, w5 = V.bcast(wf, wo + 3), V.bcast(wf, wo + 4), V.bcast(wf, wo + 5)
+        w6, w7, w8 = V.bcast(wf, wo + 6), V.bcast(wf, wo + 7), V.bcast(wf, wo + 8)
+        oh = 0
+        while oh < OH:
+            r = oh * s - pt
+            yo = (nc * OH + oh) * OW
+            if s == 1 and oh + 1 < OH and r >= 0 and r + 3 < H:
+                x0 = xo + r * W
+                x1, x2, x3 = x0 + W, x0 + 2 * W, x0 + 3 * W
+                for ow0 in range(0, OW, V.LANES):
+                    c = ow0 - pl
+                    if c >= 0 and c + 2 + V.LANES <= W:
+                        u = V.load(xf, x1 + c)
+                        a0 = vfma(w0, V.load(xf, x0 + c), bias)
+                        b0 = vfma(w0, u, bias)
+                        a1 = vmul(w3, u)
+                        u = V.load(xf, x1 + c + 1)
+                        a0 = vfma(w1, V.load(xf, x0 + c + 1), a0)
+                        b0 = vfma(w1, u, b0)
+                        a1 = vfma(w4, u, a1)
+                        u = V.load(xf, x1 + c + 2)
+                        a0 = vfma(w2, V.load(xf, x0 + c + 2), a0)
+                        b0 = vfma(w2, u, b0)
+                        a1 = vfma(w5, u, a1)
+                        u = V.load(xf, x2 + c)
+                        a0 = vfma(w6, u, a0)
+                        b1 = vmul(w3, u)
+                        u = V.load(xf, x2 + c + 1)
+                        a0 = vfma(w7, u, a0)
+                        b1 = vfma(w4, u, b1)
+                        u = V.load(xf, x2 + c + 2)
+                        a0 = vfma(w8, u, a0)
+                        b1 = vfma(w5, u, b1)
+                        b0 = vfma(w6, V.load(xf, x3 + c), b0)
+                        b0 = vfma(w7, V.load(xf, x3 + c + 1), b0)
+                        b0 = vfma(w8, V.load(xf, x3 + c + 2), b0)
+                    else:
+                        a0 = _dw3_row_taps(xf, x0, c, W, s, w0, w1, w2, bias, zero)
+                        a1 = _dw3_row_taps(xf, x1, c, W, s, w3, w4, w5, vz, zero)
+                        a0 = _dw3_row_taps(xf, x2, c, W, s, w6, w7, w8, a0, zero)
+                        b0 = _dw3_row_taps(xf, x1, c, W, s, w0, w1, w2, bias, zero)
+                        b1 = _dw3_row_taps(xf, x2, c, W, s, w3, w4, w5, vz, zero)
+                        b0 = _dw3_row_taps(xf, x3, c, W, s, w6, w7, w8, b0, zero)
+                    v = vact_n(vadd(a0, a1), act, lo, hi, vz, one)
+                    u = vact_n(vadd(b0, b1), act, lo, hi, vz, one)
+                    if OW - ow0 >= V.LANES:
+                        vstore(yf, yo + ow0, v)
+                        vstore(yf, yo + OW + ow0, u)
+                    else:
+                        vstorem(yf, yo + ow0, v, OW - ow0)
+                        vstorem(yf, yo + OW + ow0, u, OW - ow0)
+                oh += 2
+                continue
+            for ow0 in range(0, OW, V.LANES):   # one row: the plane's edges, stride 2
+                c = ow0 * s - pl
+                a0 = bias
+                a1 = vz
+                a2 = vz
+                if r >= 0 and r < H:
+                    a0 = _dw3_row_taps(xf, xo + r * W, c, W, s, w0, w1, w2, a0, zero)
+                if r + 1 >= 0 and r + 1 < H:
+                    a1 = _dw3_row_taps(xf, xo + (r + 1) * W, c, W, s, w3, w4, w5, a1, zero)
+                if r + 2 >= 0 and r + 2 < H:
+                    a2 = _dw3_row_taps(xf, xo + (r + 2) * W, c, W, s, w6, w7, w8, a2, zero)
+                v = vact_n(vadd(vadd(a0, a1), a2), act, lo, hi, vz, one)
+                if OW - ow0 >= V.LANES:
+                    vstore(yf, yo + ow0, v)
+                else:
+                    vstorem(yf, yo + ow0, v, OW - ow0)
+            oh += 1
 
 
 # ---------------------------------------------------------------- small planes, channels last

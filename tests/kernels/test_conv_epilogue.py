@@ -251,6 +251,17 @@ def test_dw3_cases_cover_every_band():
     assert any(xs[2] * xs[3] <= min(lim for lim, _, _ in DW3_BANDS) for xs, _, _ in DW3_CASES)
 
 
+def test_dw3_cases_cover_both_walks():
+    """On targets narrower than 16 lanes DW3_CASES reach both walks of ``depthwise3x3_f32``:
+    ``_dw3_rows`` at stride 1 (an odd number of output rows: a pair and a single row) and at
+    stride 2 above DW3_ROWS_S2_MIN, the bands (``_dw3_planes``) at stride 2 below it."""
+    from onnxjit.kernels.depthwise import DW3_CL_MAX_OW, DW3_ROWS_S2_MIN
+    big = [xs for xs, s, _ in DW3_CASES if xs[3] > DW3_CL_MAX_OW + 2]
+    assert any(s == 1 and xs[2] % 2 for xs, s, _ in DW3_CASES if xs in big)
+    assert any(s == 2 and xs[2] * xs[3] > DW3_ROWS_S2_MIN for xs, s, _ in DW3_CASES)
+    assert any(s == 2 and xs[2] * xs[3] <= DW3_ROWS_S2_MIN for xs, s, _ in DW3_CASES if xs in big)
+
+
 def test_depthwise3x3_f32_edges_do_not_leak():
     """Masked loads never read a neighbouring row or plane: inf there must not show."""
     from onnxjit.kernels.depthwise import depthwise3x3_f32
