@@ -462,10 +462,12 @@ def _dw3_planes(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds)
 # the 2-core Zen 3 VM (AVX2), 1 thread, one process, walks interleaved, inputs rotating out of
 # cache / warm, us, against ``_dw3_planes``: 32x112x112 s1 308 / 263 against 942 / 753,
 # 144x56x56 s1 386 / 337 against 962 / 858, 192x28x28 s1 206 / 198 against 419 / 343, 384x14x14
-# s1 198 / 146 against 225 / 176; 96x112x112 s2 770 / 669 against 999 / 887, 144x56x56 s2 402 /
-# 397 against 572 / 278; 192x28x28 s2 286 / 203 against 205 / 116 (stays on the bands). On
+# s1 198 / 146 against 225 / 176. Stride 2 (``_dw3_rows_s2``, rotating): 144x56x56 257 against
+# 364, 64x40x40 61 / 71, 96x20x20 27 / 26, 192x28x28 111 / 98 (stays on the bands). As a
+# model's Conv + Clip against ORT's (tools: one-node models, same process, 1 thread):
+# 96x112x112 s2 0.89 -> 0.54, 144x56x56 s2 1.07 -> 0.79, 32x112x112 s1 1.03 -> 0.46. On
 # AVX-512 (16 lanes) ``_dw3_planes`` throughout: not measured there.
-DW3_ROWS_S2_MIN = 3000
+DW3_ROWS_S2_MIN = 1000
 
 
 @njit(inline="always", **_JIT)
@@ -518,6 +520,9 @@ def _dw3_rows(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds):
     lo, hi = V.splat(np.float32(bounds[0])), V.splat(np.float32(bounds[1]))
     vz, one = V.zero(), V.splat(np.float32(1.0))
     zero = np.float32(0.0)
+    if s == 2:
+        _dw3_rows_s2(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, pt, pl, act, lo, hi)
+        return
     for nc in range(p0, p1):
         xo = nc * H * W
         wo = (nc % C) * 9
@@ -593,6 +598,66 @@ def _dw3_rows(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds):
                 else:
                     vstorem(yf, yo + ow0, v, OW - ow0)
             oh += 1
+
+
+@njit(**_JIT)
+def _dw3_rows_s2(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, pt, pl, act, lo, hi):
+    """Stride 2 of ``_dw3_rows``: each input row of a plane is split once into the even and
+    odd columns of the row padded by pl zeros on the left and zeros past its end (ev, od: RW
+    floats each, in a per-call scratch of the plane's rows); then tap kw of output column ow
+    is ev[ow], od[ow], ev[ow + 1]: unaligned loads, no lane shuffles, no edge cases but the
+    rows above and below the plane and the store at a row's end."""
+    vz, one = V.zero(), V.splat(np.float32(1.0))
+    zero = np.float32(0.0)
+    rw = (OW + V.LANES) // V.LANES * V.LANES      # OW + 1 floats, whole vectors
+    sc = np.empty(H * 2 * rw, np.float32)
+    for nc in range(p0, p1):
+        xo = nc * H * W
+        for r in range(H):                         # the split, row by row
+            row = xo + r * W
+            eo = r * 2 * rw
+            for i0 in range(0, rw, V.LANES):
+                j = 2 * i0 - pl                    # x column of ev[i0]
+                if j >= 0 and j + 2 * V.LANES <= W:
+                    u0 = V.load(xf, row + j)
+                    u1 = V.load(xf, row + j + V.LANES)
+                else:
+                    u0 = V.load_span(xf, row + j, max(0, -j), min(V.LANES, W - j), zero)
+                    u1 = V.load_span(xf, row + j + V.LANES, max(0, -j - V.LANES),
+                                     min(V.LANES, W - j - V.LANES), zero)
+                vstore(sc, eo + i0, vevens(u0, u1))
+                vstore(sc, eo + rw + i0, vodds(u0, u1))
+        wo = (nc % C) * 9
+        bias = V.splat(bf[nc % C])
+        w0, w1, w2 = V.bcast(wf, wo), V.bcast(wf, wo + 1), V.bcast(wf, wo + 2)
+        w3, w4, w5 = V.bcast(wf, wo + 3), V.bcast(wf, wo + 4), V.bcast(wf, wo + 5)
+        w6, w7, w8 = V.bcast(wf, wo + 6), V.bcast(wf, wo + 7), V.bcast(wf, wo + 8)
+        for oh in range(OH):
+            r = 2 * oh - pt
+            yo = (nc * OH + oh) * OW
+            e0, e1, e2 = r * 2 * rw, (r + 1) * 2 * rw, (r + 2) * 2 * rw
+            v0, v1, v2 = r >= 0, r + 1 >= 0 and r + 1 < H, r + 2 < H
+            for ow0 in range(0, OW, V.LANES):
+                a0 = bias
+                a1 = vz
+                a2 = vz
+                if v0:
+                    a0 = vfma(w0, V.load(sc, e0 + ow0), a0)
+                    a0 = vfma(w1, V.load(sc, e0 + rw + ow0), a0)
+                    a0 = vfma(w2, V.load(sc, e0 + ow0 + 1), a0)
+                if v1:
+                    a1 = vfma(w3, V.load(sc, e1 + ow0), a1)
+                    a1 = vfma(w4, V.load(sc, e1 + rw + ow0), a1)
+                    a1 = vfma(w5, V.load(sc, e1 + ow0 + 1), a1)
+                if v2:
+                    a2 = vfma(w6, V.load(sc, e2 + ow0), a2)
+                    a2 = vfma(w7, V.load(sc, e2 + rw + ow0), a2)
+                    a2 = vfma(w8, V.load(sc, e2 + ow0 + 1), a2)
+                v = vact_n(vadd(vadd(a0, a1), a2), act, lo, hi, vz, one)
+                if OW - ow0 >= V.LANES:
+                    vstore(yf, yo + ow0, v)
+                else:
+                    vstorem(yf, yo + ow0, v, OW - ow0)
 
 
 # ---------------------------------------------------------------- small planes, channels last

@@ -203,6 +203,7 @@ DW3_CASES = [
     ((1, 17, 6, 5), 2, (2, 2, 2, 2)),       # ... padding wider than a tap
     ((1, 2, 61, 70), 1, (1, 1, 1, 1)),      # large planes in bands of rows (DW3_BANDS): 61
     ((1, 2, 95, 91), 2, (1, 0, 0, 1)),      # rows, not a multiple of 4; stride 2, one by one
+    ((1, 3, 33, 40), 2, (2, 0, 1, 3)),      # stride 2 split rows (AVX2), pads both sides
 ]
 
 
