@@ -36,7 +36,8 @@ from .epilogue import NO_BOUNDS, act1, load_bias, load_res
 from .microkernels_avx2 import k1x16, k2x16, k4x16, k6x16
 from .parallel import I0, NO, PAR_MIN_MACS, num_threads, split_range
 from .sgemm import pack_panels, packed_operands
-from .simd import vload, vloadm, vstore
+from .simd import vfma, vhsum, vload, vloadm, vstore
+from .simd import native as V
 
 from . import JIT as _JIT
 
@@ -49,6 +50,8 @@ CONV_NB = 256     # columns (pixels) of X packed at a time, at most ...
 CONV_PACK_FLOATS = 131072  # ... and at most this many floats (512 KiB, in L2) a packed block
 CONV_STREAM_M = 32  # 1x1 convs with at most this many output channels stream X unpacked
 CONV_PF_ROWS = 8    # ... prefetching X 8 rows ahead
+CONV_TAIL_DOTS = 4  # a ragged last tile of at most this many columns: dot products
+#                     (``_tail_dots``), not a 16-column micro-kernel tile
 L2_BYTES = 262144  # B bytes (kc rows x the panels of an N block) kept in L2 across row blocks
 GEMM_PFD = 64 * NR  # packed-B prefetch distance (floats): 64 k steps ahead
 # int64 forms for call sites (parallel.I0 says why: a literal argument compiles a callee twice)
@@ -187,14 +190,17 @@ def _pack_cols(xf, xo, hw, k0, kc, q0, t0, ncols, xp):
 
 @njit(**_JIT)
 def gemm_cols(xf, xo, ldx, c, wf, wo, m, biasf, ib, zcol, act, lo, hi, yf, yo, ldy, has_res,
-               col0, col1, pack, xp, yt):
+               col0, col1, pack, xp, yt, dots):
     """Y (m, cols) = act(W (m, c) @ X (c, cols) + bias (+ Y when has_res)) for the columns
     [col0, col1) (col0 a multiple of 16; a ragged end only at the operand's last column): X row
     k at xf[xo + k*ldx], W row i at wf[wo + i*c] (k contiguous), Y row i at yf[yo + i*ldy], the
     row bias biasf[ib + i].  Per block of columns (``_conv_nb``) and K block: with `pack`, X
     packed into 16-column panels (xp) reused by all of W's 6-row blocks; else X's rows streamed
     in place (for few rows of W packing cost more than it saved), only the ragged last tile
-    packed.  That tile's output goes through yt (m, 16)."""
+    packed.  That tile's output goes through yt (m, 16); with `dots`, a tile of at most
+    CONV_TAIL_DOTS columns is dot products (``_tail_dots``), which sum in another order than
+    the micro-kernels: only for callers whose ragged tile is the operand's last columns
+    whatever the threads (the 1x1 conv), so results stay the same on any number of threads."""
     kcs = _conv_kc(c)
     nb = _conv_nb(kcs)
     for q0 in range(col0, col1, nb):
@@ -217,14 +223,17 @@ def gemm_cols(xf, xo, ldx, c, wf, wo, m, biasf, ib, zcol, act, lo, hi, yf, yo, l
                                GEMM_PFD64)
                 tail = full * kc * NR
             else:
-                if rem > 0:
+                if rem > 0 and not (dots and rem <= CONV_TAIL_DOTS):
                     _pack_cols(xf, xo, ldx, k0, kc, q0, full * NR, ncols, xp)
                 if full > 0:
                     row_blocks(wf, wo + k0, c, xf, xo + k0 * ldx + q0, ldx, NR64, full, kc, yf,
                                yo + q0, ldy, m, first, last, zcol, I0, I0, biasf, ib, act, lo,
                                hi, CONV_PF_ROWS * ldx)
                 tail = I0
-            if rem > 0:
+            if dots and 0 < rem <= CONV_TAIL_DOTS:
+                _tail_dots(xf, xo + k0 * ldx + q0 + full * NR, ldx, rem, wf, wo + k0, c, m,
+                           kc, xp, tail, yt, first, last, biasf, ib, act, lo, hi)
+            elif rem > 0:
                 row_blocks(wf, wo + k0, c, xp, tail, NR64, kc * NR, np.int64(1), kc, yt, I0,
                            NR64, m, first, last, zcol, I0, I0, biasf, ib, act, lo, hi,
                            GEMM_PFD64)
@@ -232,6 +241,53 @@ def gemm_cols(xf, xo, ldx, c, wf, wo, m, biasf, ib, zcol, act, lo, hi, yf, yo, l
             for r in range(m):
                 for j in range(rem):
                     yf[yo + r * ldy + q0 + full * NR + j] = yt[r * NR + j]
+
+
+@njit(**_JIT)
+def _tail_dots(xf, xo, ldx, rem, wf, wo, c, m, kc, xt, to, yt, first, last, biasf, ib, act,
+               lo, hi):
+    """The ragged last tile of ``gemm_cols``' K block when it has rem <= CONV_TAIL_DOTS
+    columns (a 7x7 image: 49 = 3 x 16 + 1): yt (m, 16)'s first rem columns (+)= W (m, kc) @
+    X (kc, rem) as dot products over k, four rows of W at a time (four independent chains
+    share each load of X's column), instead of a 16-column micro-kernel tile that computes
+    16 columns for rem. X's columns (row k at xf[xo + k*ldx]) are copied contiguous into
+    xt[to:]; W row i at wf[wo + i*c]; epilogue as the tile's: accumulate unless first, row
+    bias and act when last."""
+    L = V.LANES
+    kv = kc // L * L
+    for j in range(rem):
+        for k in range(kc):
+            xt[to + j * kc + k] = xf[xo + k * ldx + j]
+    zero, one = np.float32(0.0), np.float32(1.0)
+    for i0 in range(0, m, 4):
+        nr = min(4, m - i0)
+        r0 = wo + i0 * c
+        r1 = r0 + c if nr > 1 else r0
+        r2 = r0 + 2 * c if nr > 2 else r0
+        r3 = r0 + 3 * c if nr > 3 else r0
+        for j in range(rem):
+            xj = to + j * kc
+            a0, a1, a2, a3 = V.zero(), V.zero(), V.zero(), V.zero()
+            for k in range(0, kv, L):
+                xv = V.load(xt, xj + k)
+                a0 = vfma(V.load(wf, r0 + k), xv, a0)
+                a1 = vfma(V.load(wf, r1 + k), xv, a1)
+                a2 = vfma(V.load(wf, r2 + k), xv, a2)
+                a3 = vfma(V.load(wf, r3 + k), xv, a3)
+            s0, s1, s2, s3 = vhsum(a0), vhsum(a1), vhsum(a2), vhsum(a3)
+            for k in range(kv, kc):
+                xs = xt[xj + k]
+                s0 += wf[r0 + k] * xs
+                s1 += wf[r1 + k] * xs
+                s2 += wf[r2 + k] * xs
+                s3 += wf[r3 + k] * xs
+            sums = (s0, s1, s2, s3)
+            for r in range(nr):
+                o = (i0 + r) * NR + j
+                v = sums[r] if first else yt[o] + sums[r]
+                if last:
+                    v = act1(v + biasf[ib + i0 + r], act, lo, hi, zero, one)
+                yt[o] = v
 
 
 @njit(inline="always", **_JIT)
@@ -294,7 +350,7 @@ def _im2col_part(xf, geo, wf, biasf, zcol, act, lo, hi, yf, has_res, n, g, r0, r
         else:
             im2col_rows(xf, xoff, cg, in3, k3, s3, p6, d3, o3, q0, q1, colf)
         gemm_cols(colf, I0, ncols, kk, wf, g * mg * kk, mg, biasf, g * mg, zcol, act, lo, hi,
-                  yf, (n * M + g * mg) * P + q0 * OW, P, has_res, I0, ncols, pack, xp, yt)
+                  yf, (n * M + g * mg) * P + q0 * OW, P, has_res, I0, ncols, pack, xp, yt, False)
 
 
 @njit(inline="always", **_JIT)
@@ -382,7 +438,7 @@ def conv_avx2(x, w, m, kernel, strides, pads, dilations, group, bias, act, res,
                     yt = np.empty(mg * NR, np.float32)
                     gemm_cols(xf, (img * c + g * cg) * hw, hw, cg, wf, g * mg * cg, mg, biasf,
                               g * mg, zcol, act, lo, hi, yf, (img * m + g * mg) * hw, hw,
-                              has_res, col0, col1, pack, xp, yt)
+                              has_res, col0, col1, pack, xp, yt, True)
         else:
             xp = np.empty(cols_scratch(cg), np.float32)
             yt = np.empty(mg * NR, np.float32)
@@ -390,7 +446,7 @@ def conv_avx2(x, w, m, kernel, strides, pads, dilations, group, bias, act, res,
                 img, g = u // G, u % G
                 gemm_cols(xf, (img * c + g * cg) * hw, hw, cg, wf, g * mg * cg, mg, biasf,
                           g * mg, zcol, act, lo, hi, yf, (img * m + g * mg) * hw, hw, has_res,
-                          I0, hw, pack, xp, yt)
+                          I0, hw, pack, xp, yt, True)
         return y
     rows = max(IM2COL_TILE_BYTES // (kk * ow * 4), (IM2COL_MIN_COLS + ow - 1) // ow)
     rows = min(oh, max(1, rows))
@@ -439,7 +495,7 @@ def _matmul_units(af, bf, cf, ba, bb, m, k, n, parts, u0, u1, zbias, zcol, xp, y
         if col1 > col0:
             gemm_cols(bf, (0 if bb == 1 else i) * k * n, n, k, af, (0 if ba == 1 else i) * m * k,
                       m, zbias, I0, zcol, I0, zero, zero, cf, i * m * n, n, NO, col0, col1,
-                      m > CONV_STREAM_M, xp, yt)
+                      m > CONV_STREAM_M, xp, yt, False)
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)

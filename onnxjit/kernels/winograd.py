@@ -601,7 +601,7 @@ def _avx2_points(u, V, yb, C, M, tc, p0, p1, zb, zbias, xp, yt):
                 yb[p * _LDY + i] = zero
             continue
         gemm_cols(vf, p * C * tc, tc, C, uf, p * M * C, M, zbias, I0, zb, I0, zero, zero, yb,
-                  p * _LDY, tc, NO, I0, tc, pack, xp, yt)
+                  p * _LDY, tc, NO, I0, tc, pack, xp, yt, False)
 
 
 @njit(inline="always", **_JIT)

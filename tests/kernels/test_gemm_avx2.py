@@ -122,12 +122,16 @@ def _epilogue_ref(y, act, res, bounds):
 
 # m: every row tail, and over CONV_STREAM_M (X packed); h*w: ragged 16-column tiles, one pixel,
 # over CONV_NB (two column blocks; with 700 channels, over CONV_PACK_FLOATS); c: 0, 1 and over
-# CONV_KC (two K blocks)
+# CONV_KC (two K blocks); ragged tiles of at most CONV_TAIL_DOTS columns (dot products: 7x7
+# and 14x14 images, X packed or streamed, one or two K blocks)
 @pytest.mark.parametrize("n,c,m,h,w", [
     (1, 8, 1, 3, 5), (2, 3, 5, 4, 4), (1, 1, 7, 1, 1), (1, 16, 13, 17, 17), (2, 24, 33, 5, 5),
     (1, 300, 40, 6, 7), (1, 20, 50, 16, 19), (1, 0, 6, 4, 4), (1, 40, 32, 9, 9),
-    (1, 1100, 40, 3, 5), (1, 1100, 8, 3, 3), (1, 700, 34, 15, 15)])
+    (1, 1100, 40, 3, 5), (1, 1100, 8, 3, 3), (1, 700, 34, 15, 15), (2, 1100, 45, 7, 7),
+    (1, 50, 45, 14, 14), (1, 37, 13, 14, 14), (1, 1100, 8, 2, 2), (1, 13, 37, 9, 7)])
 def test_conv_avx2_1x1_tails_match_numpy(n, c, m, h, w):
+    from onnxjit.kernels.gemm_avx2 import CONV_TAIL_DOTS
+    assert CONV_TAIL_DOTS >= 4     # the cases above reach the dot products (h*w % 16 <= 4)
     rng = np.random.default_rng(n + c * 7 + m * 31 + h * w)
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
     wt = rng.standard_normal((m, c)).astype(np.float32)
