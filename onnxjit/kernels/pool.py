@@ -18,6 +18,8 @@ loops or explicit 16-lane vectors, because LLVM vectorises those and runs per-ro
 * stride 1 with output size == input size: separable masked passes, no padded copy;
 * float32 2-D windows 2 or 3 wide at column stride 2 (2x2/2, 3x3/2: most CNN pools), on
   AVX-512: per output row, a vertical pass and a deinterleaving horizontal one (``_pool_rows``);
+  on AVX2 in 8 lanes: each input row split once into padded even and odd columns, then
+  unaligned loads (``_rows_planes_n``; 0.6-0.9x the flat scheme's time, 1 thread);
 * anything else: padded phase-split copies of a block of planes, one run per tap group.
 """
 
@@ -30,8 +32,9 @@ from . import PRANGE_ONLY
 from .conv import copy_run, as5d, from5d, pads6, put_window, span, tup3
 from .parallel import I0, LRN_PAR_MIN, POOL_PAR_MIN, num_threads, split_range
 from .shapes import shape5, window3
-from .simd import (f32x16, lane_op, row_vec, vadd, vbcast, vevens, vload, vmax, vmul, vnext, vodds,
-                   vsplat, vstore, vstorem)
+from .simd import (LANES16, f32x16, lane_op, row_vec, vadd, vbcast, vevens, vhsum, vload, vmax,
+                   vmul, vnext, vodds, vsplat, vstore, vstorem)
+from .simd import native as V
 
 from . import JIT as _JIT
 
@@ -636,7 +639,7 @@ def scheme(shape, dtype, kernel, strides, pads, dilations, out_shape, target=Non
         return "whole"
     if same and k3[0] * k3[1] * k3[2] > 1:
         return "same"
-    if (np.dtype(dtype) == np.float32 and target.avx512 and k3[0] == 1 and s3[0] == 1
+    if (np.dtype(dtype) == np.float32 and target.split16 and k3[0] == 1 and s3[0] == 1
             and p6[0] == 0 and p6[3] == 0 and o3[0] == in3[0] and s3[2] == 2 and d3[2] == 1
             and k3[2] in (2, 3)):
         return "rows"
@@ -672,15 +675,100 @@ def _setup(x, kernel, strides, pads, dilations, out_shape):
 
 
 @njit(**_JIT)
-def _rows_planes(xf, y, geo, is_max, cip, p0, p1):
-    """Planes [p0, p1) of the rows scheme: _pool_rows (an @overload) called from this one
-    place, since its closure compiles again at every call site (5.3 s against 2.7 at first
-    use, called from both the thread loop and the one-thread branch of the entry)."""
+def _rows_planes16(xf, y, geo, is_max, cip, p0, p1):
+    """Planes [p0, p1) of the rows scheme in 16-lane vectors (AVX-512): _pool_rows (an
+    @overload) called from this one place, since its closure compiles again at every call
+    site (5.3 s against 2.7 at first use, called from both the thread loop and the one-thread
+    branch of the entry)."""
     in3, k3, s3, p6, d3, o3 = _geo(geo)
     if is_max:
         _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, True, cip, p0, p1)
     else:
         _pool_rows(xf, y, in3, k3, s3, p6, d3, o3, False, cip, p0, p1)
+
+
+@njit(**_JIT)
+def _rows_planes_n(xf, y, geo, is_max, cip, p0, p1):
+    """Planes [p0, p1) of the rows scheme in vectors of the target's width (AVX2: 8 lanes,
+    where the 16-lane shuffles of ``_rows_planes16`` split into ymm halves). As
+    depthwise._dw3_rows_s2: each input row of a plane is split once into the even and odd
+    columns of the row padded by pl pad values on the left and past its end (ev, od); then
+    window column kx of output column ow is ev[ow], od[ow], ev[ow + 1] for kx = 0, 1, 2:
+    unaligned loads, no shuffles, no edge cases but the rows outside the input.  Max: a plane
+    holding a NaN (or +inf, which could meet the -inf padding) is redone exactly,
+    row by row (``_rows_max_scalar``)."""
+    in3, k3, s3, p6, d3, o3 = _geo(geo)
+    D, H, W = in3
+    OH, OW = o3[1], o3[2]
+    kh, kw, sh, dh = k3[1], k3[2], s3[1], d3[1]
+    pt, pl = p6[1], p6[2]
+    if p1 <= p0 or OH * OW == 0:
+        return
+    L = V.LANES
+    pad = np.float32(-np.inf) if is_max else np.float32(0.0)
+    cnt = np.zeros(OH + (OW + L - 1) // L * L, np.float32)  # average: rows, then columns
+    if not is_max:
+        for ax in range(2):
+            S, k, st, d, pb = in3[ax + 1], k3[ax + 1], s3[ax + 1], d3[ax + 1], p6[ax + 1]
+            for o in range(o3[ax + 1]):
+                if cip:
+                    a0, a1 = span(o * st, S + pb + p6[ax + 4], d, k)
+                else:
+                    a0, a1 = span(o * st - pb, S, d, k)
+                cnt[ax * OH + o] = a1 - a0
+    rw = (OW + L) // L * L              # ev, od: OW + 1 floats, whole vectors
+    sc = np.empty(H * 2 * rw, np.float32)
+    padv, zero = V.splat(pad), V.zero()
+    for plane in range(p0 * D, p1 * D):
+        xo = plane * H * W
+        chk = zero                      # max: the sum of the loads, NaN if one of them is
+        for r in range(H):
+            row = xo + r * W
+            eo = r * 2 * rw
+            for i0 in range(0, rw, L):
+                j = 2 * i0 - pl         # x column of ev[i0]
+                if j >= 0 and j + 2 * L <= W:
+                    u0 = V.load(xf, row + j)
+                    u1 = V.load(xf, row + j + L)
+                else:
+                    u0 = V.load_span(xf, row + j, max(0, -j), min(L, W - j), pad)
+                    u1 = V.load_span(xf, row + j + L, max(0, -j - L), min(L, W - j - L), pad)
+                if is_max:
+                    chk = vadd(chk, vadd(u0, u1))
+                V.store(sc, eo + i0, vevens(u0, u1))
+                V.store(sc, eo + rw + i0, vodds(u0, u1))
+        exact = is_max and vhsum(chk) != vhsum(chk)
+        for oh in range(OH):
+            h0 = oh * sh - pt
+            r0, r1 = span(h0, H, dh, kh)
+            dst = (plane * OH + oh) * OW
+            if exact:
+                _rows_max_scalar(xf, y, dst, plane, H, W, h0, r0, r1, dh, kw, pl, I0, OW)
+                continue
+            if not is_max:
+                ch = V.bcast(cnt, oh)
+            for i in range(0, OW, L):
+                v = padv
+                for r in range(r0, r1):
+                    e = (h0 + r * dh) * 2 * rw + i
+                    if is_max:
+                        v = vmax(vmax(v, V.load(sc, e)), V.load(sc, e + rw))
+                        if kw == 3:
+                            v = vmax(v, V.load(sc, e + 1))
+                    else:
+                        v = vadd(vadd(v, V.load(sc, e)), V.load(sc, e + rw))
+                        if kw == 3:
+                            v = vadd(v, V.load(sc, e + 1))
+                if not is_max:
+                    v = _vdiv(v, vmul(ch, V.load(cnt, OH + i)))
+                if OW - i >= L:
+                    vstore(y, dst + i, v)
+                else:
+                    vstorem(y, dst + i, v, OW - i)
+
+
+# the rows scheme's walk, by the target's vector width (kernels/simd.native)
+_rows_planes = _rows_planes_n if V.LANES < LANES16 else _rows_planes16
 
 
 # The entries: ONNX MaxPool output Y / AveragePool (count_include_pad 0/1) of x (N, C, *S)

@@ -142,14 +142,16 @@ POOL_CASES = [
 
 def test_pool_cases_cover_every_scheme():
     """The lowering picks one scheme entry per pool (pool.scheme); the cases reach all four
-    on an AVX-512 target, and no float32 case takes "rows" on AVX2 (its kernels are 16-lane)."""
+    on an AVX-512 target and on AVX2 (the rows scheme in the target's width there,
+    ``_rows_planes_n``), and no float32 case takes "rows" on the generic target."""
     from onnxjit.kernels import pool
     from onnxjit.target import Target
-    picked = {pool.scheme(xs, np.float32, *pool_geometry(xs, at), target=Target("avx512", 512))
-              for xs, at in POOL_CASES}
-    assert picked == set(pool.SCHEMES)
+    for isa, bits in (("avx512", 512), ("avx2", 256)):
+        picked = {pool.scheme(xs, np.float32, *pool_geometry(xs, at), target=Target(isa, bits))
+                  for xs, at in POOL_CASES}
+        assert picked == set(pool.SCHEMES), isa
     assert "rows" not in {pool.scheme(xs, np.float32, *pool_geometry(xs, at),
-                                      target=Target("avx2", 256)) for xs, at in POOL_CASES}
+                                      target=Target("generic", 128)) for xs, at in POOL_CASES}
     assert "rows" not in {pool.scheme(xs, np.float64, *pool_geometry(xs, at),
                                       target=Target("avx512", 512)) for xs, at in POOL_CASES}
 
