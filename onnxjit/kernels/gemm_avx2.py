@@ -49,7 +49,11 @@ CONV_KC = 1024    # K block of the 1x1 conv (MobileNet's 960-channel convs at 7x
 CONV_NB = 256     # columns (pixels) of X packed at a time, at most ...
 CONV_PACK_FLOATS = 131072  # ... and at most this many floats (512 KiB, in L2) a packed block
 CONV_STREAM_M = 32  # 1x1 convs with at most this many output channels stream X unpacked
-CONV_PF_ROWS = 8    # ... prefetching X 8 rows ahead
+CONV_PF = 2 * NR    # ... prefetching each row of X two panels ahead (the line the same row
+#                     needs two 16-column panels later: with 8 rows ahead, X rows that were
+#                     not in cache came at latency, one line per row per panel; 128->16 at
+#                     55x55, 1 thread, inputs rotating out of cache 864 -> 463 us, in cache
+#                     343 -> 332; 256->32 at 27x27 718 -> 387, 300 -> 332)
 CONV_TAIL_DOTS = 4  # a ragged last tile of at most this many columns: dot products
 #                     (``_tail_dots``), not a 16-column micro-kernel tile
 L2_BYTES = 262144  # B bytes (kc rows x the panels of an N block) kept in L2 across row blocks
@@ -228,7 +232,7 @@ def gemm_cols(xf, xo, ldx, c, wf, wo, m, biasf, ib, zcol, act, lo, hi, yf, yo, l
                 if full > 0:
                     row_blocks(wf, wo + k0, c, xf, xo + k0 * ldx + q0, ldx, NR64, full, kc, yf,
                                yo + q0, ldy, m, first, last, zcol, I0, I0, biasf, ib, act, lo,
-                               hi, CONV_PF_ROWS * ldx)
+                               hi, np.int64(CONV_PF))
                 tail = I0
             if dots and 0 < rem <= CONV_TAIL_DOTS:
                 _tail_dots(xf, xo + k0 * ldx + q0 + full * NR, ldx, rem, wf, wo + k0, c, m,
