@@ -36,7 +36,7 @@ from .epilogue import NO_BOUNDS, act1, load_bias, load_res
 from .microkernels_avx2 import k1x16, k2x16, k4x16, k6x16
 from .parallel import I0, NO, PAR_MIN_MACS, num_threads, split_range
 from .sgemm import pack_panels, packed_operands
-from .simd import vfma, vhsum, vload, vloadm, vstore
+from .simd import prefetch, vfma, vhsum, vload, vloadm, vstore
 from .simd import native as V
 
 from . import JIT as _JIT
@@ -179,13 +179,15 @@ def sgemm16(a, bp, n, bias, act):
 def _pack_cols(xf, xo, hw, k0, kc, q0, t0, ncols, xp):
     """xp[(t - t0) * kc * 16:] (kc, 16) for the 16-column tiles t of columns t0..ncols (t0 a
     multiple of 16) of X rows k0..k0+kc, from column q0 of the image at xo (row stride hw):
-    X packed into panels, zero-padded past ncols."""
+    X packed into panels, zero-padded past ncols; each row's line for the tile after next
+    prefetched (CONV_PF: 64 channels at 55x55 out of cache, 252 -> 164 us a pass)."""
     for t in range(t0, ncols, NR):
         n = min(NR, ncols - t)
         po = (t - t0) * kc
         src = xo + k0 * hw + q0 + t
         if n == NR:
             for k in range(kc):
+                prefetch(xf, src + k * hw + CONV_PF)
                 vstore(xp, po + k * NR, vload(xf, src + k * hw))
         else:
             for k in range(kc):
