@@ -391,6 +391,23 @@ def depthwise3x3_f32(x, w, b, strides, pads, act, bounds):
 DW3_BANDS = ((3000, 1, 4), (8000, 2, 1))
 
 
+@njit(inline="always", **_JIT)
+def _row_spans2(xf, row, c, W, zero):
+    """x[c .. c+N) and x[c+N .. c+2N) of the row at xf[row] (N = V.LANES), zeros outside the
+    row (the padding): masked loads, for the blocks at a row's edges."""
+    return (V.load_span(xf, row + c, max(0, -c), min(V.LANES, W - c), zero),
+            V.load_span(xf, row + c + V.LANES, max(0, -c - V.LANES),
+                        min(V.LANES, W - c - V.LANES), zero))
+
+
+@njit(inline="always", **_JIT)
+def _row_spans3(xf, row, c, W, zero):
+    """``_row_spans2`` and x[c+2N .. c+3N) (stride 2 reads three vectors a block)."""
+    u0, u1 = _row_spans2(xf, row, c, W, zero)
+    c2 = c + 2 * V.LANES
+    return u0, u1, V.load_span(xf, row + c2, max(0, -c2), min(V.LANES, W - c2), zero)
+
+
 @njit(**_JIT)
 def _dw3_planes(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds):
     """Planes [p0, p1) of ``depthwise3x3_f32``, in bands of output rows (DW3_BANDS), in
@@ -428,9 +445,7 @@ def _dw3_planes(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds)
                                 u0 = V.load(xf, row + c)
                                 u1 = V.load(xf, row + c + V.LANES)
                             else:
-                                u0 = V.load_span(xf, row + c, max(0, -c), min(V.LANES, W - c), zero)
-                                u1 = V.load_span(xf, row + c + V.LANES, max(0, -c - V.LANES),
-                                                min(V.LANES, W - c - V.LANES), zero)
+                                u0, u1 = _row_spans2(xf, row, c, W, zero)
                             t1 = vnext(u0, u1)
                             a0 = vfma(wa, u0, a0)
                             a1 = vfma(wb, t1, a1)
@@ -441,11 +456,7 @@ def _dw3_planes(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, s, pt, pl, act, bounds)
                                 u1 = V.load(xf, row + c + V.LANES)
                                 u2 = V.load(xf, row + c + 2 * V.LANES)
                             else:
-                                u0 = V.load_span(xf, row + c, max(0, -c), min(V.LANES, W - c), zero)
-                                u1 = V.load_span(xf, row + c + V.LANES, max(0, -c - V.LANES),
-                                                min(V.LANES, W - c - V.LANES), zero)
-                                u2 = V.load_span(xf, row + c + 2 * V.LANES, max(0, -c - 2 * V.LANES),
-                                                min(V.LANES, W - c - 2 * V.LANES), zero)
+                                u0, u1, u2 = _row_spans3(xf, row, c, W, zero)
                             e = vevens(u0, u1)
                             a0 = vfma(wa, e, a0)
                             a1 = vfma(wb, vodds(u0, u1), a1)
@@ -486,9 +497,7 @@ def _dw3_row_taps(xf, row, c, W, s, wa, wb, wc, acc, zero):
             acc = vfma(wa, V.load(xf, row + c), acc)
             acc = vfma(wb, V.load(xf, row + c + 1), acc)
             return vfma(wc, V.load(xf, row + c + 2), acc)
-        u0 = V.load_span(xf, row + c, max(0, -c), min(V.LANES, W - c), zero)
-        u1 = V.load_span(xf, row + c + V.LANES, max(0, -c - V.LANES),
-                         min(V.LANES, W - c - V.LANES), zero)
+        u0, u1 = _row_spans2(xf, row, c, W, zero)
         t1 = vnext(u0, u1)
         acc = vfma(wa, u0, acc)
         acc = vfma(wb, t1, acc)
@@ -500,11 +509,7 @@ def _dw3_row_taps(xf, row, c, W, s, wa, wb, wc, acc, zero):
         acc = vfma(wb, vodds(u0, u1), acc)
         return vfma(wc, vevens(V.load(xf, row + c + 2), V.load(xf, row + c + 2 + V.LANES)),
                     acc)
-    u0 = V.load_span(xf, row + c, max(0, -c), min(V.LANES, W - c), zero)
-    u1 = V.load_span(xf, row + c + V.LANES, max(0, -c - V.LANES),
-                     min(V.LANES, W - c - V.LANES), zero)
-    u2 = V.load_span(xf, row + c + 2 * V.LANES, max(0, -c - 2 * V.LANES),
-                     min(V.LANES, W - c - 2 * V.LANES), zero)
+    u0, u1, u2 = _row_spans3(xf, row, c, W, zero)
     e = vevens(u0, u1)
     acc = vfma(wa, e, acc)
     acc = vfma(wb, vodds(u0, u1), acc)

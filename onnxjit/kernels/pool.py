@@ -469,16 +469,11 @@ def _rows_max_scalar(xf, y, dst, plane, H, W, h0, r0, r1, dh, kw, pl, i, n):
 
 
 @njit(inline="always", **_JIT)
-def _rows_pass(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1):
-    """_pool_rows for float32 (is_max a constant at each call: both passes fold their branches)."""
-    D, H, W = in3
+def _row_col_counts(in3, k3, s3, p6, d3, o3, is_max, count_include_pad, lanes):
+    """The rows scheme's average divisors: window rows counted per output row, then window
+    columns per output column (padded to whole vectors of `lanes`); zeros for max."""
     OH, OW = o3[1], o3[2]
-    kh, kw, sh, dh = k3[1], k3[2], s3[1], d3[1]
-    pt, pl = p6[1], p6[2]
-    if p1 <= p0 or OH * OW == 0:
-        return
-    pad = np.float32(-np.inf if is_max else 0.0)
-    cnt = np.zeros(OH + (OW + 15) // 16 * 16, np.float32)  # average: rows, then columns
+    cnt = np.zeros(OH + (OW + lanes - 1) // lanes * lanes, np.float32)
     if not is_max:
         for ax in range(2):
             S, k, s, d, pb = in3[ax + 1], k3[ax + 1], s3[ax + 1], d3[ax + 1], p6[ax + 1]
@@ -488,6 +483,20 @@ def _rows_pass(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1
                 else:
                     a0, a1 = span(o * s - pb, S, d, k)
                 cnt[ax * OH + o] = a1 - a0
+    return cnt
+
+
+@njit(inline="always", **_JIT)
+def _rows_pass(xf, y, in3, k3, s3, p6, d3, o3, is_max, count_include_pad, p0, p1):
+    """_pool_rows for float32 (is_max a constant at each call: both passes fold their branches)."""
+    D, H, W = in3
+    OH, OW = o3[1], o3[2]
+    kh, kw, sh, dh = k3[1], k3[2], s3[1], d3[1]
+    pt, pl = p6[1], p6[2]
+    if p1 <= p0 or OH * OW == 0:
+        return
+    pad = np.float32(-np.inf if is_max else 0.0)
+    cnt = _row_col_counts(in3, k3, s3, p6, d3, o3, is_max, count_include_pad, 16)
     padv, zero = vsplat(pad), vsplat(np.float32(0.0))
     for plane in range(p0 * D, p1 * D):
         for oh in range(OH):
@@ -706,16 +715,7 @@ def _rows_planes_n(xf, y, geo, is_max, cip, p0, p1):
         return
     L = V.LANES
     pad = np.float32(-np.inf) if is_max else np.float32(0.0)
-    cnt = np.zeros(OH + (OW + L - 1) // L * L, np.float32)  # average: rows, then columns
-    if not is_max:
-        for ax in range(2):
-            S, k, st, d, pb = in3[ax + 1], k3[ax + 1], s3[ax + 1], d3[ax + 1], p6[ax + 1]
-            for o in range(o3[ax + 1]):
-                if cip:
-                    a0, a1 = span(o * st, S + pb + p6[ax + 4], d, k)
-                else:
-                    a0, a1 = span(o * st - pb, S, d, k)
-                cnt[ax * OH + o] = a1 - a0
+    cnt = _row_col_counts(in3, k3, s3, p6, d3, o3, is_max, cip, L)
     rw = (OW + L) // L * L              # ev, od: OW + 1 floats, whole vectors
     sc = np.empty(H * 2 * rw, np.float32)
     padv, zero = V.splat(pad), V.zero()
