@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import onnx
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
@@ -346,3 +347,56 @@ def test_compile_workers_run_at_a_lower_priority():
     before, after = int(out[0]), int(out[1])
     assert after == min(before + WORKER_NICE, 19)
     assert WORKER_NICE > 0
+
+
+def test_reference_tier_conv_matches_the_backend_suite():
+    """Every Conv node test of onnx's backend suite (its stored outputs) on the reference tier's
+    sliding-window Conv (onnx's own gathers its im2col with fancy indexing)."""
+    from onnx.backend.test.case.node import collect_testcases
+
+    from onnxjit.tiers import reference_runner
+    cases = [c for c in collect_testcases("Conv")
+             if c.model is not None and [n.op_type for n in c.model.graph.node] == ["Conv"]]
+    checked = 0
+    for case in cases:
+        for inputs, outputs in case.data_sets:
+            got = reference_runner(case.model)(*inputs)
+            for g, w in zip(got, outputs):
+                assert g.shape == np.asarray(w).shape, case.name
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=case.name)
+            checked += 1
+    assert checked >= 5
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_reference_tier_conv_agrees_with_onnx_evaluator(nd):
+    """Groups (depthwise, channel multipliers), strides, dilations, pads and auto_pad, 1-3 spatial
+    dims: the reference tier's Conv against onnx's own evaluator."""
+    import itertools
+
+    from onnxjit.tiers import reference_runner
+    rng = np.random.default_rng(nd)
+    checked = 0
+    for (group, cin, cout), k, s, d, pad in itertools.product(
+            [(1, 3, 4), (2, 4, 6), (4, 4, 4), (4, 4, 8)], [1, 3], [1, 2], [1, 2],
+            ["zero", "begin", "SAME_UPPER", "SAME_LOWER", "VALID"]):
+        attrs = dict(kernel_shape=[k] * nd, strides=[s] * nd, dilations=[d] * nd, group=group)
+        if pad in ("zero", "begin"):
+            attrs["pads"] = ([1] * nd if pad == "begin" else [0] * nd) + [0] * nd
+        else:
+            attrs["auto_pad"] = pad
+        xs, ws = [2, cin] + [7, 6, 5][:nd], [cout, cin // group] + [k] * nd
+        names = ["x", "w", "b"]
+        graph = helper.make_graph(
+            [helper.make_node("Conv", names, ["y"], **attrs)], "conv",
+            [helper.make_tensor_value_info(n, TensorProto.FLOAT, sh)
+             for n, sh in zip(names, [xs, ws, [cout]])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+        args = [rng.standard_normal(sh).astype(np.float32) for sh in (xs, ws, [cout])]
+        (want,) = ReferenceEvaluator(model).run(None, dict(zip(names, args)))
+        (got,) = reference_runner(model)(*args)
+        assert got.shape == want.shape, attrs
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(attrs))
+        checked += 1
+    assert checked == 4 * 2 * 2 * 2 * 5
