@@ -349,23 +349,41 @@ def test_compile_workers_run_at_a_lower_priority():
     assert WORKER_NICE > 0
 
 
+def _suite_cases(case_class, op_type):
+    """The backend suite's node test cases that `case_class`'s export functions make (e.g.
+    onnx.backend.test.case.node.conv.Conv), collected afresh: collect_testcases keeps what its
+    first call collected, whatever op type later calls name."""
+    import inspect
+
+    import onnx.backend.test.case.node as node_cases
+    saved, start = node_cases._TargetOpType, len(node_cases._NodeTestCases)
+    node_cases._TargetOpType = op_type
+    try:
+        for name, export in inspect.getmembers(case_class, inspect.isfunction):
+            if name.startswith("export"):
+                export()
+        return node_cases._NodeTestCases[start:]
+    finally:
+        del node_cases._NodeTestCases[start:]
+        node_cases._TargetOpType = saved
+
+
 def test_reference_tier_conv_matches_the_backend_suite():
     """Every Conv node test of onnx's backend suite (its stored outputs) on the reference tier's
     sliding-window Conv (onnx's own gathers its im2col with fancy indexing)."""
-    from onnx.backend.test.case.node import collect_testcases
+    from onnx.backend.test.case.node.conv import Conv
 
     from onnxjit.tiers import reference_runner
-    cases = [c for c in collect_testcases("Conv")
-             if c.model is not None and [n.op_type for n in c.model.graph.node] == ["Conv"]]
     checked = 0
-    for case in cases:
+    for case in _suite_cases(Conv, "Conv"):
+        assert [n.op_type for n in case.model.graph.node] == ["Conv"], case.name
         for inputs, outputs in case.data_sets:
             got = reference_runner(case.model)(*inputs)
-            for g, w in zip(got, outputs):
+            for g, w in zip(got, outputs, strict=True):
                 assert g.shape == np.asarray(w).shape, case.name
                 np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=case.name)
             checked += 1
-    assert checked >= 5
+    assert checked >= 6
 
 
 @pytest.mark.parametrize("nd", [1, 2, 3])
