@@ -424,32 +424,89 @@ class BackgroundCompile:
             self._done.set()
 
 
+# Initializers whose raw bytes are at least this large travel in the job file as byte arrays,
+# not inside the serialized model: serializing a model holds the GIL for the whole copy (VGG-19's
+# 548 MB: 2.0 s, during which prepare's caller could not run), where reading each raw_data is
+# one memcpy and np.savez writes in chunks, letting the caller's thread in between.
+JOB_RAW_BYTES = 1 << 16
+
+
 def write_job(model, signature, values, label, options):
     """Save what a worker needs to compile one signature; the job file's path (in the cache)."""
     from .compile import cache_dir, fallback_cache_dir
-    blob = model.SerializeToString()
+    skeleton, raws = _split_raw_initializers(model)
+    blob = skeleton.SerializeToString()
     spec = json.dumps({"signature": [[n, list(map(int, s)), np.dtype(d).str]
                                      for n, s, d in signature],
-                       "label": label, "options": options, "values": sorted(values)})
+                       "label": label, "options": options, "values": sorted(values),
+                       "raw": [name for name, _ in raws]})
     digest = hashlib.sha256(blob + spec.encode())
+    for _, raw in raws:
+        digest.update(raw)
     for name in sorted(values):
         digest.update(np.ascontiguousarray(values[name]).tobytes())
     key = digest.hexdigest()[:32]
     folder = cache_dir()
     try:
-        return _save_job(os.path.join(folder, "jobs"), key, blob, spec, values)
+        return _save_job(os.path.join(folder, "jobs"), key, blob, spec, values, raws)
     except OSError as exc:      # a read-only or full cache: the job goes to a temporary folder
         return _save_job(os.path.join(fallback_cache_dir(folder, exc), "jobs"), key, blob, spec,
-                         values)
+                         values, raws)
 
 
-def _save_job(folder, key, blob, spec, values):
+def _split_raw_initializers(model):
+    """(the model without the raw bytes of its large initializers, [(name, bytes)]): every
+    other field of the model, its graph and those initializers copied as they are."""
+    import onnx
+    big = [t for t in model.graph.initializer
+           if t.HasField("raw_data") and len(t.raw_data) >= JOB_RAW_BYTES]
+    if not big:
+        return model, []
+    skeleton = onnx.ModelProto()
+    _copy_fields(model, skeleton, skip=("graph",))
+    _copy_fields(model.graph, skeleton.graph, skip=("initializer",))
+    raws = []
+    for t in model.graph.initializer:
+        copy = skeleton.graph.initializer.add()
+        raw = t.raw_data if t.HasField("raw_data") else b""
+        if len(raw) >= JOB_RAW_BYTES:
+            _copy_fields(t, copy, skip=("raw_data",))
+            raws.append((t.name, raw))
+        else:
+            copy.CopyFrom(t)
+    return skeleton, raws
+
+
+def _copy_fields(src, dst, skip):
+    """Copy every field of protobuf message `src` into `dst` but those named in `skip`, without
+    reading the skipped ones (a large bytes field is copied whenever it is read)."""
+    for field in src.DESCRIPTOR.fields:
+        if field.name in skip:
+            continue
+        value = getattr(src, field.name)
+        if _repeated(field):
+            getattr(dst, field.name).extend(value)
+        elif field.type == field.TYPE_MESSAGE:
+            if src.HasField(field.name):
+                getattr(dst, field.name).CopyFrom(value)
+        elif src.HasField(field.name):
+            setattr(dst, field.name, value)
+
+
+def _repeated(field):
+    """Whether a protobuf field is repeated (protobuf 7 has `is_repeated`, older ones `label`)."""
+    flag = getattr(field, "is_repeated", None)
+    return flag if flag is not None else field.label == field.LABEL_REPEATED
+
+
+def _save_job(folder, key, blob, spec, values, raws=()):
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{key}.npz")
     if not _job_readable(path):     # new, or left truncated or corrupted: written again
         tmp = f"{path}.{os.getpid()}.tmp.npz"
         np.savez(tmp, model=np.frombuffer(blob, np.uint8), spec=np.array(spec),
-                 **{f"value_{i}": np.asarray(values[n]) for i, n in enumerate(sorted(values))})
+                 **{f"value_{i}": np.asarray(values[n]) for i, n in enumerate(sorted(values))},
+                 **{f"raw_{i}": np.frombuffer(raw, np.uint8) for i, (_, raw) in enumerate(raws)})
         os.replace(tmp, path)
     return path
 
@@ -480,6 +537,12 @@ def read_job(path):
         spec = json.loads(str(data["spec"]))
         model = onnx.load_from_string(data["model"].tobytes())
         values = {n: data[f"value_{i}"] for i, n in enumerate(spec["values"])}
+        raws = {n: data[f"raw_{i}"] for i, n in enumerate(spec.get("raw", []))}
+    for t in model.graph.initializer:
+        if t.name in raws:
+            t.raw_data = raws.pop(t.name).tobytes()
+    if raws:
+        raise ValueError(f"job {path}: no initializer for the raw data of {sorted(raws)}")
     signature = tuple((n, tuple(s), np.dtype(d)) for n, s, d in spec["signature"])
     return model, signature, values, spec["label"], spec["options"]
 

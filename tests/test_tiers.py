@@ -418,3 +418,34 @@ def test_reference_tier_conv_agrees_with_onnx_evaluator(nd):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(attrs))
         checked += 1
     assert checked == 4 * 2 * 2 * 2 * 5
+
+
+def test_job_file_keeps_the_model_byte_for_byte(tmp_path, monkeypatch):
+    """A job file stores its large initializers' raw bytes beside the serialized model (which
+    holds the GIL while it copies them); read back, the model is the same, byte for byte."""
+    from onnx import numpy_helper
+
+    from onnxjit import tiers
+    monkeypatch.setenv("ONNXJIT_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(0)
+    big = numpy_helper.from_array(rng.standard_normal((64, 300)).astype(np.float32), "big")
+    big.doc_string = "kept"
+    small = numpy_helper.from_array(np.arange(6, dtype=np.int64), "small")
+    listed = helper.make_tensor("listed", TensorProto.FLOAT, [2], [1.5, 2.5])   # float_data
+    words = helper.make_tensor("words", TensorProto.STRING, [1], [b"w"])
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "big"], ["y"])], "job",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 300])],
+        initializer=[small, big, listed, words])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)],
+                              doc_string="a model")
+    model.metadata_props.add(key="k", value="v")
+    signature = (("x", (1, 64), np.dtype(np.float32)),)
+    job = tiers.write_job(model, signature, {}, "job", {"profile": False})
+    with np.load(job) as data:
+        assert len(data["model"]) < 64 * 300 * 4      # the big tensor is not in the model blob
+    back, sig, values, label, options = tiers.read_job(job)
+    assert back.SerializeToString() == model.SerializeToString()
+    assert (sig, values, label, options) == (signature, {}, "job", {"profile": False})
+    assert tiers.write_job(model, signature, {}, "job", {"profile": False}) == job
