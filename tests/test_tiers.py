@@ -352,20 +352,23 @@ def test_compile_workers_run_at_a_lower_priority():
 def _suite_cases(case_class, op_type):
     """The backend suite's node test cases that `case_class`'s export functions make (e.g.
     onnx.backend.test.case.node.conv.Conv), collected afresh: collect_testcases keeps what its
-    first call collected, whatever op type later calls name."""
+    first call collected, whatever op type later calls name. onnx's collection state is put
+    back as it was."""
     import inspect
 
     import onnx.backend.test.case.node as node_cases
-    saved, start = node_cases._TargetOpType, len(node_cases._NodeTestCases)
-    node_cases._TargetOpType = op_type
+    saved = (node_cases._TargetOpType, node_cases._NodeTestCases, node_cases._existing_names)
+    # fresh lists: `expect` refuses a name it has seen (a conformance run collected them all)
+    node_cases._TargetOpType, node_cases._NodeTestCases = op_type, []
+    node_cases._existing_names = type(saved[2])()
     try:
         for name, export in inspect.getmembers(case_class, inspect.isfunction):
             if name.startswith("export"):
                 export()
-        return node_cases._NodeTestCases[start:]
+        return node_cases._NodeTestCases
     finally:
-        del node_cases._NodeTestCases[start:]
-        node_cases._TargetOpType = saved
+        (node_cases._TargetOpType, node_cases._NodeTestCases,
+         node_cases._existing_names) = saved
 
 
 def test_reference_tier_conv_matches_the_backend_suite():
