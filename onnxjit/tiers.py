@@ -198,11 +198,9 @@ def _pools():
     return [MaxPool, AveragePool]
 
 
-def _pool(x, is_max, auto_pad, ceil_mode, dilations, kernel_shape, pads, strides,
-          count_include_pad):
-    """ONNX pooling of x (N, C, *S) by numpy's sliding windows (see _pools)."""
-    from numpy.lib.stride_tricks import sliding_window_view
-    spatial = x.shape[2:]
+def _window_pads(spatial, kernel_shape, auto_pad, dilations, pads, strides):
+    """(auto_pad as a str, strides, dilations, window spans, begin pads, end pads) of a sliding
+    window over `spatial` (pools, Conv), SAME_UPPER / SAME_LOWER / VALID resolved to pads."""
     n = len(spatial)
     k = list(kernel_shape)
     s = list(strides or [1] * n)
@@ -210,7 +208,6 @@ def _pool(x, is_max, auto_pad, ceil_mode, dilations, kernel_shape, pads, strides
     begin, end = list((pads or [0] * 2 * n)[:n]), list((pads or [0] * 2 * n)[n:])
     span = [(k[i] - 1) * d[i] + 1 for i in range(n)]
     auto = auto_pad.decode() if isinstance(auto_pad, bytes) else (auto_pad or "NOTSET")
-    out = []
     for i in range(n):
         if auto in ("SAME_UPPER", "SAME_LOWER"):
             o = -(-spatial[i] // s[i])
@@ -219,6 +216,22 @@ def _pool(x, is_max, auto_pad, ceil_mode, dilations, kernel_shape, pads, strides
             begin[i], end[i] = (small, large) if auto == "SAME_UPPER" else (large, small)
         elif auto == "VALID":
             begin[i] = end[i] = 0
+    return auto, s, d, span, begin, end
+
+
+def _pool(x, is_max, auto_pad, ceil_mode, dilations, kernel_shape, pads, strides,
+          count_include_pad):
+    """ONNX pooling of x (N, C, *S) by numpy's sliding windows (see _pools)."""
+    from numpy.lib.stride_tricks import sliding_window_view
+    spatial = x.shape[2:]
+    n = len(spatial)
+    auto, s, d, span, begin, end = _window_pads(spatial, kernel_shape, auto_pad, dilations,
+                                                pads, strides)
+    out = []
+    for i in range(n):
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            o = -(-spatial[i] // s[i])
+        elif auto == "VALID":
             o = -(-(spatial[i] - span[i] + 1) // s[i])
         else:
             room = spatial[i] + begin[i] + end[i] - span[i]
@@ -275,19 +288,7 @@ def _conv_windows(x, w, b, auto_pad, dilations, group, pads, strides):
     n_img, channels = x.shape[:2]
     spatial, k = x.shape[2:], w.shape[2:]
     nd = len(spatial)
-    s = list(strides or [1] * nd)
-    d = list(dilations or [1] * nd)
-    begin, end = list((pads or [0] * 2 * nd)[:nd]), list((pads or [0] * 2 * nd)[nd:])
-    span = [(k[i] - 1) * d[i] + 1 for i in range(nd)]
-    auto = auto_pad.decode() if isinstance(auto_pad, bytes) else (auto_pad or "NOTSET")
-    for i in range(nd):
-        if auto in ("SAME_UPPER", "SAME_LOWER"):
-            o = -(-spatial[i] // s[i])
-            total = max((o - 1) * s[i] + span[i] - spatial[i], 0)
-            small, large = total // 2, total - total // 2
-            begin[i], end[i] = (small, large) if auto == "SAME_UPPER" else (large, small)
-        elif auto == "VALID":
-            begin[i] = end[i] = 0
+    _, s, d, span, begin, end = _window_pads(spatial, k, auto_pad, dilations, pads, strides)
     out = [max((spatial[i] + begin[i] + end[i] - span[i]) // s[i] + 1, 0) for i in range(nd)]
     m = w.shape[0]
     cg, mg = channels // group, m // group
