@@ -70,3 +70,44 @@ def test_split_range_covers_in_order(n, parts, align):
     for (a0, a1), (b0, _) in zip(runs, runs[1:]):
         assert a1 == b0 and a0 <= a1
     assert all(lo % align == 0 for lo, _ in runs if lo < n)
+
+
+def _scaled_like(module, scale):
+    """A prange entry whose body calls a helper, defined as if in `module`."""
+    @njit
+    def part(y, t):
+        for i in range(t * 64, (t + 1) * 64):
+            y[i] = np.float32(i) * scale
+
+    def entry(n):
+        y = np.empty(n * 64, np.float32)
+        for t in prange(n):
+            part(y, t)
+        return y
+    entry.__module__ = module
+    return njit(parallel=PRANGE_ONLY)(entry)
+
+
+@pytest.mark.parametrize("module,skipped", [("onnxjit.kernels.probe", True),
+                                            ("tests.kernels.probe", False)])
+def test_prange_levels_emit_no_machine_code_only_for_onnxjit(module, skipped):
+    """The gufunc and wrapper levels of onnxjit's prange loops give the JIT their global
+    variables only (the entry's copy of their code is what runs); the entry still runs on
+    every thread count. (A `raise` inside a prange body ends in a SystemError in Numba 0.68
+    whether the levels are emitted or not, so it is no test of this.)"""
+    import numba
+    before = len(parallel.SKIPPED)
+    kernel = _scaled_like(module, 3)
+    saved = numba.get_num_threads()
+    try:
+        for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(threads)
+            y = kernel(8)
+            np.testing.assert_array_equal(y, np.arange(512, dtype=np.float32) * 3)
+    finally:
+        numba.set_num_threads(saved)
+    names = parallel.SKIPPED[before:]
+    assert bool(names) == skipped, names
+    if skipped:     # the gufunc and its two wrappers, never the entry
+        assert any(n.startswith("__numba_parfor_gufunc") for n in names), names
+        assert len(names) == 3, names
