@@ -76,6 +76,14 @@ _GUFUNC_LEVELS = ("__numba_parfor_gufunc", "<numba.np.ufunc.wrappers._GufuncWrap
                   "parallelgufuncwrapper")
 
 
+def _level_of(lib, compiling, modules):
+    """Whether code library `lib` is a prange level (a parfor gufunc or one of its wrappers)
+    made while a function of one of `modules` (name prefixes) compiles (`compiling.stack`: the
+    modules of the functions compiling on this thread, innermost last)."""
+    stack = getattr(compiling, "stack", None)
+    return bool(stack and stack[-1].startswith(modules) and lib.name.startswith(_GUFUNC_LEVELS))
+
+
 def _trim_prange_levels():
     import threading
 
@@ -104,9 +112,7 @@ def _trim_prange_levels():
     event.register("numba:compile", Compiling())
 
     def thin_gufunc_level(lib):
-        stack = getattr(compiling, "stack", None)
-        if not (stack and stack[-1].startswith("onnxjit.kernels")
-                and lib.name.startswith(_GUFUNC_LEVELS)):
+        if not _level_of(lib, compiling, ("onnxjit.kernels",)):
             return False
         size = 0
         for fn in lib._final_module.functions:
@@ -150,17 +156,13 @@ def _skip_level_code(lib_class, compiling):
     final = getattr(lib_class, "_finalize_final_module", None)
     if final is None or getattr(lib_class, "_onnxjit_skip", False):
         return
-    import llvmlite.binding as llvm
+    import re
 
-    def level_of_onnxjit(lib):
-        stack = getattr(compiling, "stack", None)
-        return bool(stack and stack[-1].startswith(("onnxjit.", "onnxjit_"))
-                    and lib.name.startswith(_GUFUNC_LEVELS))
+    import llvmlite.binding as llvm
 
     def globals_only(module):
         """A module of `module`'s global variables (no functions), or None when one of them
         refers to anything else (then the level is emitted as before)."""
-        import re
         names = {g.name for g in module.global_variables}
         lines = []
         for g in module.global_variables:
@@ -196,7 +198,7 @@ def _skip_level_code(lib_class, compiling):
     finalize = lib_class.finalize
 
     def marked_finalize(self):
-        self._onnxjit_level = level_of_onnxjit(self)
+        self._onnxjit_level = _level_of(self, compiling, ("onnxjit.", "onnxjit_"))
         return finalize(self)
 
     lib_class.finalize = marked_finalize
