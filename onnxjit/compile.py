@@ -14,6 +14,9 @@ import warnings
 import numba
 from numba.core.compiler_lock import global_compiler_lock
 
+from .kernels import callees as callee_code
+from .kernels import parallel as _parallel  # noqa: F401  (installs Numba's compile-time patches)
+
 # Re-entrant: importing a module imports the fused kernels it names (load_kernel).
 _IMPORT_LOCK = threading.RLock()
 
@@ -168,7 +171,8 @@ def compile_segments(module, segments, params, cached_only=False, progress=None,
         if seg.targets:
             result = overload.signature.return_type
             known.update(zip(seg.targets, result.types if seg.unpack else [result]))
-        entries.append(overload.entry_point)
+        # a library kernel the driver calls may have been compiled as a callee (no machine code)
+        entries.append(callee_code.entry_point(dispatcher, signature))
     if progress is not None and compiled:
         progress(len(segments), len(segments), "")
     return entries

@@ -152,6 +152,11 @@ def _trim_prange_levels():
 SKIPPED = []          # the names of the levels whose machine code was not emitted (diagnostics)
 
 
+def _install_callees():
+    from . import callees
+    callees.install()
+
+
 def _skip_level_code(lib_class, compiling):
     final = getattr(lib_class, "_finalize_final_module", None)
     if final is None or getattr(lib_class, "_onnxjit_skip", False):
@@ -159,6 +164,8 @@ def _skip_level_code(lib_class, compiling):
     import re
 
     import llvmlite.binding as llvm
+
+    from . import callees
 
     def globals_only(module):
         """A module of `module`'s global variables (no functions), or None when one of them
@@ -184,7 +191,9 @@ def _skip_level_code(lib_class, compiling):
         return lean
 
     def lean_finalize_final_module(self):
-        lean = globals_only(self._final_module) if getattr(self, "_onnxjit_level", False) else None
+        level = getattr(self, "_onnxjit_level", False)
+        callee = not level and callees.is_callee_library(self)
+        lean = globals_only(self._final_module) if level or callee else None
         if lean is None:
             return final(self)
         full = self._final_module
@@ -193,7 +202,11 @@ def _skip_level_code(lib_class, compiling):
             final(self)
         finally:
             self._final_module = full
-        SKIPPED.append(self.name)
+        if callee:      # see callees.py: a stand-in entry point, its IR for the cache
+            self._onnxjit_deferred = True
+            callees.DEFERRED.append(self.name)
+        else:
+            SKIPPED.append(self.name)
 
     finalize = lib_class.finalize
 
@@ -207,3 +220,4 @@ def _skip_level_code(lib_class, compiling):
 
 
 _trim_prange_levels()
+_install_callees()
