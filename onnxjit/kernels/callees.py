@@ -23,7 +23,8 @@ care of here:
   does that ahead of time for code that keeps entry points (onnxjit.compile).
 - **The disk cache** stores Numba's object code: such a library saves its optimized IR instead
   (Numba's "bitcode" kind, which Numba loads by emitting it), so the cache holds what the next
-  caller links, and a later Python call emits it once.
+  caller links; a later load for a Python call emits it once and saves the machine code back
+  over that entry (`note_top_level`), so the process after that loads machine code.
 - **Taking its address** (a first-class function, a cfunc): `get_pointer_to_function` on such a
   library raises instead of returning null; nothing in onnxjit does it.
 Functions of other modules (a user's own njit code, Numba's overloads) are emitted as before.
@@ -66,6 +67,17 @@ def is_callee_library(lib):
         return False
     module, qualname = stack[-1]
     return module.startswith(_MODULES) and lib.name == qualname
+
+
+def note_top_level(lib):
+    """Called for a library Numba finalizes with machine code: one loaded at top level from a
+    callee's cache entry (IR) gets its object code kept, so that the load saves it back over
+    that entry (the next process loads machine code, as for any function Python calls)."""
+    loading = getattr(_state, "loading", None)
+    if (loading is not None and _ours(loading) and lib.name == loading.__qualname__
+            and not getattr(lib, "_object_caching_enabled", True)):
+        lib.enable_object_caching()
+        lib._onnxjit_resave = True
 
 
 class Deferred:
@@ -138,9 +150,13 @@ def install():
         outer = getattr(_state, "loading", None)
         _state.loading = getattr(self, "_py_func", None)
         try:
-            return load_overload(self, sig, target_context)
+            cres = load_overload(self, sig, target_context)
         finally:
             _state.loading = outer
+        if cres is not None and getattr(cres.library, "_onnxjit_resave", False):
+            cres.library._onnxjit_resave = False
+            self.save_overload(sig, cres)       # its machine code replaces the IR entry
+        return cres
 
     get_executable = cpu.CPUContext.get_executable
 

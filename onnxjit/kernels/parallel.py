@@ -195,6 +195,8 @@ def _skip_level_code(lib_class, compiling):
         callee = not level and callees.is_callee_library(self)
         lean = globals_only(self._final_module) if level or callee else None
         if lean is None:
+            if not level:
+                callees.note_top_level(self)
             return final(self)
         full = self._final_module
         self._final_module = lean
