@@ -42,7 +42,9 @@ _state = threading.local()      # .stack: (module, qualname) of the functions co
                                 # .top: >0 while a Deferred compiles its function at top level
 
 
-def _stack():
+def compiling():
+    """(module, qualname) of the functions compiling on this thread, innermost last (a
+    `numba:compile` listener keeps it once `install` ran; parallel's prange patches read it)."""
     stack = getattr(_state, "stack", None)
     if stack is None:
         stack = _state.stack = []
@@ -59,7 +61,7 @@ def is_callee_library(lib):
     cache to type one."""
     if getattr(_state, "top", 0):
         return False
-    stack = _stack()
+    stack = compiling()
     loading = getattr(_state, "loading", None)
     if loading is not None:     # a load from the cache: a callee if someone is compiling
         return bool(stack) and _ours(loading) and lib.name == loading.__qualname__
@@ -134,11 +136,11 @@ def install():
     class Compiling(event.Listener):
         def on_start(self, ev):
             func = getattr(ev.data.get("dispatcher"), "py_func", None)
-            _stack().append((getattr(func, "__module__", "") or "",
+            compiling().append((getattr(func, "__module__", "") or "",
                              getattr(func, "__qualname__", "") or ""))
 
         def on_end(self, ev):
-            stack = _stack()
+            stack = compiling()
             if stack:
                 stack.pop()
 

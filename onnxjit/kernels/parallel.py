@@ -16,6 +16,7 @@ from numba.np.ufunc.parallel import _launch_threads
 _launch_threads()  # registers the threading layer's symbols (num_threads, prange) with LLVM
 
 from . import JIT as _JIT
+from . import callees
 
 # An int64 zero, and False, for call sites between kernels (the serial call of a part function
 # that the threaded path calls with split_range bounds): a literal 0 argument makes Numba
@@ -76,43 +77,27 @@ _GUFUNC_LEVELS = ("__numba_parfor_gufunc", "<numba.np.ufunc.wrappers._GufuncWrap
                   "parallelgufuncwrapper")
 
 
-def _level_of(lib, compiling, modules):
+def _level_of(lib, modules):
     """Whether code library `lib` is a prange level (a parfor gufunc or one of its wrappers)
-    made while a function of one of `modules` (name prefixes) compiles (`compiling.stack`: the
-    modules of the functions compiling on this thread, innermost last)."""
-    stack = getattr(compiling, "stack", None)
-    return bool(stack and stack[-1].startswith(modules) and lib.name.startswith(_GUFUNC_LEVELS))
+    made while a function of one of `modules` (name prefixes) compiles (callees.compiling():
+    the functions compiling on this thread, innermost last)."""
+    stack = callees.compiling()
+    return bool(stack and stack[-1][0].startswith(modules)
+                and lib.name.startswith(_GUFUNC_LEVELS))
 
 
 def _trim_prange_levels():
-    import threading
-
-    from numba.core import codegen, event
+    from numba.core import codegen
 
     lib_class = getattr(codegen, "CPUCodeLibrary", None)
     finalize = getattr(lib_class, "finalize", None)
     optimize = getattr(lib_class, "_optimize_final_module", None)
     if finalize is None or optimize is None or getattr(lib_class, "_onnxjit_trim", False):
         return
-    compiling = threading.local()      # the modules of the functions compiling, innermost last
-
-    class Compiling(event.Listener):
-        def on_start(self, ev):
-            d = ev.data.get("dispatcher")
-            stack = getattr(compiling, "stack", None)
-            if stack is None:
-                stack = compiling.stack = []
-            stack.append(getattr(getattr(d, "py_func", None), "__module__", "") or "")
-
-        def on_end(self, ev):
-            stack = getattr(compiling, "stack", None)
-            if stack:
-                stack.pop()
-
-    event.register("numba:compile", Compiling())
+    callees.install()       # its numba:compile listener keeps the stack _level_of reads
 
     def thin_gufunc_level(lib):
-        if not _level_of(lib, compiling, ("onnxjit.kernels",)):
+        if not _level_of(lib, ("onnxjit.kernels",)):
             return False
         size = 0
         for fn in lib._final_module.functions:
@@ -136,7 +121,7 @@ def _trim_prange_levels():
     lib_class.finalize = trimmed_finalize
     lib_class._optimize_final_module = trimmed_optimize
     lib_class._onnxjit_trim = True
-    _skip_level_code(lib_class, compiling)
+    _skip_level_code(lib_class)
 
 
 # -- machine code of the prange levels ----------------------------------------------------------
@@ -152,20 +137,13 @@ def _trim_prange_levels():
 SKIPPED = []          # the names of the levels whose machine code was not emitted (diagnostics)
 
 
-def _install_callees():
-    from . import callees
-    callees.install()
-
-
-def _skip_level_code(lib_class, compiling):
+def _skip_level_code(lib_class):
     final = getattr(lib_class, "_finalize_final_module", None)
     if final is None or getattr(lib_class, "_onnxjit_skip", False):
         return
     import re
 
     import llvmlite.binding as llvm
-
-    from . import callees
 
     def globals_only(module):
         """A module of `module`'s global variables (no functions), or None when one of them
@@ -213,7 +191,7 @@ def _skip_level_code(lib_class, compiling):
     finalize = lib_class.finalize
 
     def marked_finalize(self):
-        self._onnxjit_level = _level_of(self, compiling, ("onnxjit.", "onnxjit_"))
+        self._onnxjit_level = _level_of(self, ("onnxjit.", "onnxjit_"))
         return finalize(self)
 
     lib_class.finalize = marked_finalize
@@ -222,4 +200,3 @@ def _skip_level_code(lib_class, compiling):
 
 
 _trim_prange_levels()
-_install_callees()
