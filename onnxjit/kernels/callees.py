@@ -1,20 +1,28 @@
-"""Machine code only where it runs: onnxjit's functions compiled as callees emit none.
+"""Machine code only where it runs: prange levels and onnxjit's callees emit none.
 
 Numba compiles a function called from another jitted function as an overload of its own: it
 types and lowers it, optimizes its module, and emits machine code for that whole module (its
 own callees linked in) before the caller links the callee's IR and emits everything once more.
 The callee's own machine code never runs there: the caller calls its own inlined or linked
-copy. For onnxjit's code (library kernels, fused kernels, generated modules) almost every
-function is such a callee: the entry of a generated module is the only one Python calls.
-Emitting the callees was ~12 of the ~62 s of the light ResNet-50's first compile (2026-11-27,
-Zen 3: `_finalize_final_module` timed per library; the entries' own emission ~3 s).
+copy. Two kinds of library are made that way and get **no machine code** here when Numba
+finalizes them: the JIT receives a module of their global variables only (the environment
+pointers Numba sets right after), while their full optimized module stays what callers link
+(`install`'s patch of `CPUCodeLibrary._finalize_final_module`).
 
-So a function of onnxjit's modules whose compile runs inside another one's (a callee), and one
-loaded from the disk cache to type a caller, gets **no machine code** when Numba finalizes it:
-the JIT receives a module of its global variables only (the environment pointers Numba sets
-right after), as `parallel._skip_level_code` does for prange levels; its full optimized module
-stays what every caller links. Three things would otherwise need that code, and each is taken
-care of here:
+**prange levels.** A `prange` loop is lowered into a gufunc and two wrappers, three libraries
+each emitted before the next level links its IR; only the entry's copy ever runs. Those levels,
+made while a function of onnxjit's compiles (its kernels, fused kernels and generated modules),
+are emitted as globals only: 24 s of the light ResNet-50's ~130 s first compile (2026-11-27,
+Zen 3). A level whose globals name a function is emitted as before. (parallel.py also skips
+LLVM's module pipelines at the thin levels of onnxjit.kernels: `prange_level` serves both.)
+
+**Callees.** For onnxjit's code almost every function is a callee: the entry of a generated
+module, or a library kernel a Python driver calls, is what Python calls. Emitting the callees
+was ~12 of the ~62 s of the light ResNet-50's first compile (2026-11-27, Zen 3:
+`_finalize_final_module` timed per library; the entries' own emission ~3 s). So a function of
+onnxjit's modules whose compile runs inside another one's, and one loaded from the disk cache
+to type a caller, is emitted as globals only too. Three things would otherwise need its code,
+and each is taken care of:
 - **Python calls it later** (a kernel test, a Python driver calling a library kernel): the
   overload's entry point is a `Deferred` stand-in, which Numba's dispatcher calls like any
   Python callable (it is not registered in the dispatcher's C table); its first call drops the
@@ -27,15 +35,19 @@ care of here:
   over that entry (`note_top_level`), so the process after that loads machine code.
 - **Taking its address** (a first-class function, a cfunc): `get_pointer_to_function` on such a
   library raises instead of returning null; nothing in onnxjit does it.
-Functions of other modules (a user's own njit code, Numba's overloads) are emitted as before.
+Functions of other modules (a user's own njit code, Numba's overloads) and their prange levels
+are emitted as before.
 """
 from __future__ import annotations
 
 import threading
 
-DEFERRED = []           # the names of the libraries given no machine code (diagnostics)
+SKIPPED = []            # the names of the prange levels given no machine code (diagnostics)
+DEFERRED = []           # the names of the callees given no machine code (diagnostics)
 MATERIALIZED = []       # the names of the functions compiled again for a Python call
 _MODULES = ("onnxjit.", "onnxjit_")
+_GUFUNC_LEVELS = ("__numba_parfor_gufunc", "<numba.np.ufunc.wrappers._GufuncWrapper",
+                  "parallelgufuncwrapper")
 
 _state = threading.local()      # .stack: (module, qualname) of the functions compiling;
                                 # .loading: the function being loaded from the cache;
@@ -44,7 +56,7 @@ _state = threading.local()      # .stack: (module, qualname) of the functions co
 
 def compiling():
     """(module, qualname) of the functions compiling on this thread, innermost last (a
-    `numba:compile` listener keeps it once `install` ran; parallel's prange patches read it)."""
+    `numba:compile` listener keeps it once `install` ran)."""
     stack = getattr(_state, "stack", None)
     if stack is None:
         stack = _state.stack = []
@@ -53,6 +65,14 @@ def compiling():
 
 def _ours(func):
     return (getattr(func, "__module__", "") or "").startswith(_MODULES)
+
+
+def prange_level(lib, modules):
+    """Whether code library `lib` is a prange level (a parfor gufunc or one of its wrappers)
+    made while a function of one of `modules` (name prefixes) compiles."""
+    stack = compiling()
+    return bool(stack and stack[-1][0].startswith(modules)
+                and lib.name.startswith(_GUFUNC_LEVELS))
 
 
 def is_callee_library(lib):
@@ -125,6 +145,34 @@ def entry_point(dispatcher, signature):
     return entry.materialize() if isinstance(entry, Deferred) else entry
 
 
+def _globals_only(module):
+    """A module of `module`'s global variables (no functions), or None when one of them refers
+    to anything else (then the library is emitted as before)."""
+    import re
+
+    import llvmlite.binding as llvm
+
+    names = {g.name for g in module.global_variables}
+    lines = []
+    for g in module.global_variables:
+        text = str(g).strip()
+        for ref in re.findall(r'@("[^"]*"|[-\w.$]+)', text.split("=", 1)[-1]):
+            if ref.strip('"') not in names:     # names a function: emit as before
+                return None
+        lines.append(text)
+    if not names:
+        return None
+    text = (f'target triple = "{module.triple}"\n'
+            f'target datalayout = "{module.data_layout}"\n' + "\n".join(lines) + "\n")
+    try:
+        lean = llvm.parse_assembly(text)
+        lean.verify()
+    except Exception:       # a global llvmlite cannot print back: emit as before
+        return None
+    lean.name = module.name
+    return lean
+
+
 def install():
     """Patch Numba (once per process): see the module's docstring."""
     from numba.core import caching, codegen, cpu, dispatcher, event
@@ -132,6 +180,34 @@ def install():
     lib_class = codegen.CPUCodeLibrary
     if getattr(lib_class, "_onnxjit_callees", False):
         return
+
+    final = lib_class._finalize_final_module
+
+    def lean_finalize_final_module(self):
+        level = getattr(self, "_onnxjit_level", False)
+        callee = not level and is_callee_library(self)
+        lean = _globals_only(self._final_module) if level or callee else None
+        if lean is None:
+            if not level:
+                note_top_level(self)
+            return final(self)
+        full = self._final_module
+        self._final_module = lean
+        try:
+            final(self)
+        finally:
+            self._final_module = full
+        if callee:      # a stand-in entry point, its IR for the cache
+            self._onnxjit_deferred = True
+            DEFERRED.append(self.name)
+        else:
+            SKIPPED.append(self.name)
+
+    finalize = lib_class.finalize
+
+    def marked_finalize(self):
+        self._onnxjit_level = prange_level(self, _MODULES)
+        return finalize(self)
 
     class Compiling(event.Listener):
         def on_start(self, ev):
@@ -197,6 +273,8 @@ def install():
                                f"without machine code of its own (onnxjit.kernels.callees)")
         return get_pointer(self, name)
 
+    lib_class.finalize = marked_finalize
+    lib_class._finalize_final_module = lean_finalize_final_module
     caching.Cache.load_overload = tracked_load_overload
     cpu.CPUContext.get_executable = lazy_get_executable
     dispatcher.Dispatcher.add_overload = lazy_add_overload

@@ -73,31 +73,20 @@ def split_range(n, parts, t, align):
 # kernel's prange (not in onnxjit.kernels) and every other library are optimized as before.
 THIN_INSTRUCTIONS = 1000    # the gufunc bodies of onnxjit's kernels: 100-710 (many arguments)
 TRIMMED = []          # the names of the libraries whose module pipelines were skipped (diagnostics)
-_GUFUNC_LEVELS = ("__numba_parfor_gufunc", "<numba.np.ufunc.wrappers._GufuncWrapper",
-                  "parallelgufuncwrapper")
-
-
-def _level_of(lib, modules):
-    """Whether code library `lib` is a prange level (a parfor gufunc or one of its wrappers)
-    made while a function of one of `modules` (name prefixes) compiles (callees.compiling():
-    the functions compiling on this thread, innermost last)."""
-    stack = callees.compiling()
-    return bool(stack and stack[-1][0].startswith(modules)
-                and lib.name.startswith(_GUFUNC_LEVELS))
 
 
 def _trim_prange_levels():
     from numba.core import codegen
 
+    callees.install()       # machine code of the levels and callees; the compiling stack
     lib_class = getattr(codegen, "CPUCodeLibrary", None)
-    finalize = getattr(lib_class, "finalize", None)
+    finalize = getattr(lib_class, "finalize", None)      # callees' patch of it, wrapped again
     optimize = getattr(lib_class, "_optimize_final_module", None)
     if finalize is None or optimize is None or getattr(lib_class, "_onnxjit_trim", False):
         return
-    callees.install()       # its numba:compile listener keeps the stack _level_of reads
 
     def thin_gufunc_level(lib):
-        if not _level_of(lib, ("onnxjit.kernels",)):
+        if not callees.prange_level(lib, ("onnxjit.kernels",)):
             return False
         size = 0
         for fn in lib._final_module.functions:
@@ -121,82 +110,6 @@ def _trim_prange_levels():
     lib_class.finalize = trimmed_finalize
     lib_class._optimize_final_module = trimmed_optimize
     lib_class._onnxjit_trim = True
-    _skip_level_code(lib_class)
-
-
-# -- machine code of the prange levels ----------------------------------------------------------
-# The gufunc of a `prange` loop and its two wrappers are libraries of their own, and Numba emits
-# machine code for each (its whole linked module: the loop body and every callee below it)
-# before the next level links its IR; the entry then emits all of it once more, and only the
-# entry's copy ever runs (the entry calls the wrapper it linked in). Emitting the levels was 24 s
-# of the light ResNet-50's ~130 s first compile (2026-11-27, Zen 3, `_finalize_specific` timed
-# per library). Those levels, made while a function of onnxjit's (its kernels, fused kernels and
-# generated modules) compiles, now hand the JIT a module of their global variables only (the
-# environment pointers Numba sets after finalizing), while their full module stays what the next
-# level links. Other code's levels (a user's own prange loops) are emitted as before.
-SKIPPED = []          # the names of the levels whose machine code was not emitted (diagnostics)
-
-
-def _skip_level_code(lib_class):
-    final = getattr(lib_class, "_finalize_final_module", None)
-    if final is None or getattr(lib_class, "_onnxjit_skip", False):
-        return
-    import re
-
-    import llvmlite.binding as llvm
-
-    def globals_only(module):
-        """A module of `module`'s global variables (no functions), or None when one of them
-        refers to anything else (then the level is emitted as before)."""
-        names = {g.name for g in module.global_variables}
-        lines = []
-        for g in module.global_variables:
-            text = str(g).strip()
-            for ref in re.findall(r'@("[^"]*"|[-\w.$]+)', text.split("=", 1)[-1]):
-                if ref.strip('"') not in names:     # names a function: emit as before
-                    return None
-            lines.append(text)
-        if not names:
-            return None
-        text = (f'target triple = "{module.triple}"\n'
-                f'target datalayout = "{module.data_layout}"\n' + "\n".join(lines) + "\n")
-        try:
-            lean = llvm.parse_assembly(text)
-            lean.verify()
-        except Exception:       # a global llvmlite cannot print back: emit as before
-            return None
-        lean.name = module.name
-        return lean
-
-    def lean_finalize_final_module(self):
-        level = getattr(self, "_onnxjit_level", False)
-        callee = not level and callees.is_callee_library(self)
-        lean = globals_only(self._final_module) if level or callee else None
-        if lean is None:
-            if not level:
-                callees.note_top_level(self)
-            return final(self)
-        full = self._final_module
-        self._final_module = lean
-        try:
-            final(self)
-        finally:
-            self._final_module = full
-        if callee:      # see callees.py: a stand-in entry point, its IR for the cache
-            self._onnxjit_deferred = True
-            callees.DEFERRED.append(self.name)
-        else:
-            SKIPPED.append(self.name)
-
-    finalize = lib_class.finalize
-
-    def marked_finalize(self):
-        self._onnxjit_level = _level_of(self, ("onnxjit.", "onnxjit_"))
-        return finalize(self)
-
-    lib_class.finalize = marked_finalize
-    lib_class._finalize_final_module = lean_finalize_final_module
-    lib_class._onnxjit_skip = True
 
 
 _trim_prange_levels()

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from numba import njit, prange
 
-from onnxjit.kernels import PRANGE_ONLY, parallel
+from onnxjit.kernels import PRANGE_ONLY, callees, parallel
 
 
 def _kernel_like(module):
@@ -80,7 +80,7 @@ def test_prange_levels_emit_no_machine_code_only_for_onnxjit(module, skipped):
     every thread count. (A `raise` inside a prange body ends in a SystemError in Numba 0.68
     whether the levels are emitted or not, so it is no test of this.)"""
     import numba
-    before = len(parallel.SKIPPED)
+    before = len(callees.SKIPPED)
     kernel = _kernel_like(module)
     saved = numba.get_num_threads()
     try:
@@ -90,7 +90,7 @@ def test_prange_levels_emit_no_machine_code_only_for_onnxjit(module, skipped):
             np.testing.assert_array_equal(y, np.sqrt(np.arange(512, dtype=np.float32)))
     finally:
         numba.set_num_threads(saved)
-    names = parallel.SKIPPED[before:]
+    names = callees.SKIPPED[before:]
     assert bool(names) == skipped, names
     if skipped:     # the gufunc and its two wrappers, never the entry
         assert any(n.startswith("__numba_parfor_gufunc") for n in names), names
