@@ -12,6 +12,7 @@ import numpy as np
 
 from .ir import BIT_TYPES, NARROW_FLOATS, Value
 from .plan import plan, schedule
+from .errors import NeedsInputValue
 from .specialize import specialize
 from .tiers import COMPILED, DRIVER, reference_runner
 from .validate import current_limit
@@ -43,6 +44,24 @@ class CompiledGraph:
 # Optimization levels (ONNX Runtime's graph_optimization_level maps onto them, session.py):
 # (peephole rewrites, elementwise fusion).
 OPTIMIZE = {"none": (False, False), "basic": (False, True), "all": (True, True)}
+
+
+def value_inputs(model, signature, feeds, optimize="all"):
+    """{name: array} of the graph inputs whose values the plan for `signature` reads (an If's
+    condition, a Reshape's shape: NeedsInputValue), taken from `feeds`; {} for most models.
+    What a caller compiling ahead of a run (`onnxjit warmup`) passes as `values`."""
+    import onnxjit.ops  # noqa: F401  (registers the lowerings)
+    values = {}
+    while True:
+        inputs = [Value(tuple(shape), dtype, const=values.get(name), name=name)
+                  for name, shape, dtype in signature]
+        try:
+            specialize(model, inputs, OPTIMIZE[optimize][0])
+            return values
+        except NeedsInputValue as need:
+            if need.name in values or need.name not in feeds:
+                raise
+            values[need.name] = np.asarray(feeds[need.name])
 
 
 def generate(model, signature, label="model", profile=False, values=None, entry=None,

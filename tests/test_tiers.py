@@ -95,6 +95,43 @@ def test_warmup_compiles_given_models(tmp_path):
     assert "1 of 1 ok" in out.stdout
 
 
+def if_on_input_model():
+    """An If whose condition is a graph input: its plan reads the condition's value
+    (NeedsInputValue), as the built-in tiny_stateful model's does."""
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2, 3])])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other)], "if_input",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def test_value_inputs_names_what_the_plan_reads():
+    from onnxjit.inputs import model_inputs
+    from onnxjit.pipeline import value_inputs
+    model = if_on_input_model()
+    feeds = model_inputs(model)
+    signature = tuple((k, v.shape, v.dtype) for k, v in feeds.items())
+    assert list(value_inputs(model, signature, feeds)) == ["cond"]
+    assert value_inputs(pool_model(), (("x", (2, 4, 3, 3), np.dtype(np.float32)),), {}) == {}
+
+
+def test_warmup_compiles_a_model_whose_plan_reads_an_input(tmp_path):
+    """`onnxjit warmup` on the built-in suite failed on tiny_stateful (its If's condition is an
+    input): the job now carries the sample input's value, as a run's would."""
+    path = tmp_path / "if.onnx"
+    onnx.save(if_on_input_model(), path)
+    out = subprocess.run([sys.executable, "-m", "onnxjit", "warmup", str(path), "-j", "1"],
+                         capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "ONNXJIT_CACHE_DIR": str(tmp_path / "cache")})
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    assert "1 of 1 ok" in out.stdout
+
+
 def test_templates_found_in_a_source_checkout(monkeypatch):
     """From the repository root `onnxjit/` shadows the installed package, which alone maps the
     top-level codegen_templates/ into onnxjit.codegen_templates."""

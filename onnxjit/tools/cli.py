@@ -123,7 +123,8 @@ def warmup(args):
 
     import onnx
 
-    from ..ir import input_specs
+    from ..inputs import model_inputs
+    from ..pipeline import value_inputs
     from ..tiers import remove_job, run_worker, write_job
     if args.models:
         models = [(path, onnx.load(path)) for path in args.models]
@@ -134,12 +135,17 @@ def warmup(args):
 
     def compile_one(item):
         name, model = item
-        inits = {t.name for t in model.graph.initializer}
-        signature = tuple((s.name, tuple(d if isinstance(d, int) else 1 for d in s.dims or ()),
-                           s.dtype or np.dtype(np.float32))
-                          for s in input_specs(model.graph, inits))
-        job = write_job(model, signature, {}, name, {})
         began = time.perf_counter()
+        # the shapes a run with symbolic dims at 1 has; inputs the plan reads as values (an If's
+        # condition, a shape) from the same seeded random inputs the demo and bench use
+        feeds = model_inputs(model)
+        signature = tuple((k, v.shape, v.dtype) for k, v in feeds.items())
+        try:
+            values = value_inputs(model, signature, feeds)
+        except Exception as exc:    # the model's own error, named; the other models go on
+            print(f"  {name}: FAILED ({type(exc).__name__}: {exc})", flush=True)
+            return False
+        job = write_job(model, signature, values, name, {})
         ok = run_worker(job, lambda done, total, kernel: None, parts=1)
         if ok:
             remove_job(job)
