@@ -15,23 +15,26 @@ ymm registers (the 4 / 2 / 1-row kernels take the row tails).  Chosen at lowerin
 ``conv_avx2(x, w, m, kernel, strides, pads, dilations, group, bias, act, res, bounds)``: every
 2-D float32 Conv on AVX2 but the depthwise ones, act(W @ cols(X[n]) + bias (+ res[n])) per image
 and group, W (m, C/group*KH*KW) as it is (the A operand: 6 of its rows broadcast).  1x1 stride-1
-unpadded convs read X in place as the B operand; the others im2col a tile of output rows
-(kernels/conv.py's im2col_rows, or phase_split + im2col_split for kernels >= 5 wide) into a
-column buffer that stays in L2.  The B operand (``gemm_cols``), per block of pixels and K
-block, is packed into 16-pixel panels (vector copies, the last one zero-padded) that all of W's
-6-row blocks reuse; with at most CONV_STREAM_M output channels its rows are read in place
-instead (the packing cost more than it saved) and only a ragged last tile is packed.  The
-ragged tile's output goes through an (m, 16) scratch (holding the residual).  Every activation
+unpadded convs read X in place as the B operand; the others im2col a tile into a column
+buffer that stays in L2: whole 16-column panels of output pixels (kernels/conv.py's
+im2col_span, one contiguous copy per tap for stride-1 "same" convs; a 7x7 or 14x14 output no
+longer computes a padded panel per row tile), or whole output rows through phase_split +
+im2col_split for kernels >= 5 wide.  The B operand (``gemm_cols``), per block of pixels and K
+block, is packed into 16-pixel panels (vector copies, the last one zero-padded) that all of
+W's 6-row blocks reuse; with at most CONV_STREAM_M output channels its rows are read in place
+instead (the packing cost more than it saved) and only a ragged last tile is packed.  A
+ragged last tile of at most CONV_TAIL_DOTS columns is dot products; a wider one goes through
+an (m, 16) scratch (holding the residual).  Every activation
 (relu, clip, hardswish) is applied in the micro-kernel's epilogue on the last K block.
-MobileNet's 1x1 convs run at 80-100 GFLOP/s on one core here (the 7x7 ones lose 15 of 64
-columns to the padded tile), 0.6-1.1x the time of OpenBLAS's AVX-512 im2col path they replace
+MobileNet's 1x1 convs run at 80-100 GFLOP/s on one core here (the 7x7 ones take their 49th
+column as dot products), 0.6-1.1x the time of OpenBLAS's AVX-512 im2col path they replace
 on AVX2.  No BLAS call: see conv_avx2.
 """
 import numpy as np
 from numba import njit, prange
 
 from . import PRANGE_ONLY
-from .conv import SPLIT_MIN_KW, im2col_rows, im2col_split, phase_split, put3
+from .conv import SPLIT_MIN_KW, im2col_span, im2col_split, phase_split, put3
 from .epilogue import NO_BOUNDS, act1, load_bias, load_res
 from .microkernels_avx2 import k1x16, k2x16, k4x16, k6x16
 from .parallel import I0, NO, PAR_MIN_MACS, num_threads, split_range
@@ -333,37 +336,46 @@ I1 = np.int64(1)
 @njit(**_JIT)
 def _im2col_part(xf, geo, wf, biasf, zcol, act, lo, hi, yf, has_res, n, g, r0, r1, col, xs, xp,
                  yt):
-    """Output rows [r0, r1) of image n, group g of ``conv_avx2``'s im2col path, a tile of
-    geo[17] rows at a time: the tile's column matrix (im2col straight from x; through a
-    stride-phase-split band of x for kernels at least SPLIT_MIN_KW wide, so that every column
-    row is one contiguous run), then its GEMM written straight into y with the epilogue.
-    geo: C, H, W, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, OH, OW, groups, M, tile rows."""
+    """Part [r0, r1) of image n, group g of ``conv_avx2``'s im2col path, a tile at a time: the
+    tile's column matrix, then its GEMM written straight into y with the epilogue.  Kernels at
+    least SPLIT_MIN_KW wide: [r0, r1) are output rows, tiles of geo[17] rows, im2col through a
+    stride-phase-split band of x (every column row one contiguous run).  Others: [r0, r1) are
+    output pixels (r0 a multiple of 16), tiles of geo[17] columns (a multiple of 16), im2col
+    straight from x (``im2col_span``): every tile but the image's last is whole 16-column
+    panels, and a ragged end of at most CONV_TAIL_DOTS columns is dot products, which the
+    thread split (at multiples of 16) does not move.
+    geo: C, H, W, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, OH, OW, groups, M, tile."""
     C, H, W, KH, KW = geo[0], geo[1], geo[2], geo[3], geo[4]
     sh, sw, pt, pl, pb, pr = geo[5], geo[6], geo[7], geo[8], geo[9], geo[10]
-    dh, dw, OH, OW, G, M, rows = geo[11], geo[12], geo[13], geo[14], geo[15], geo[16], geo[17]
+    dh, dw, OH, OW, G, M, tile = geo[11], geo[12], geo[13], geo[14], geo[15], geo[16], geo[17]
     cg, mg = C // G, M // G
     kk = cg * KH * KW
     P = OH * OW
     in3, k3, s3 = (I1, H, W), (I1, KH, KW), (I1, sh, sw)
     p6, d3, o3 = (I0, pt, pl, I0, pb, pr), (I1, dh, dw), (I1, OH, OW)
+    xoff = (n * C + g * cg) * H * W
+    yoff = (n * M + g * mg) * P
+    pack = mg > CONV_STREAM_M
+    if KW < SPLIT_MIN_KW:
+        for p0 in range(r0, r1, tile):
+            ncols = min(r1, p0 + tile) - p0
+            colf = col[:kk * ncols]
+            im2col_span(xf, xoff, cg, in3, k3, s3, p6, d3, o3, p0, p0 + ncols, colf)
+            gemm_cols(colf, I0, ncols, kk, wf, g * mg * kk, mg, biasf, g * mg, zcol, act, lo,
+                      hi, yf, yoff + p0, P, has_res, I0, ncols, pack, xp, yt, True)
+        return
     r3 = (I1, sh if KH > 1 else I1, sw if KW > 1 else I1)
     halo = (KH - 1) * dh // sh
     ew = OW + (KW - 1) * dw // sw
-    xoff = (n * C + g * cg) * H * W
-    split = KW >= SPLIT_MIN_KW
-    pack = mg > CONV_STREAM_M
-    for q0 in range(r0, r1, rows):
-        q1 = min(r1, q0 + rows)
+    for q0 in range(r0, r1, tile):
+        q1 = min(r1, q0 + tile)
         ncols = (q1 - q0) * OW
         colf = col[:kk * ncols]
-        if split:
-            eb = (I1, q1 - q0 + halo, ew)
-            phase_split(xf, xoff, cg, in3, s3, p6, r3, eb, q0, xs)
-            im2col_split(xs, I0, cg, k3, s3, d3, r3, eb, q0, o3, q0, q1, colf)
-        else:
-            im2col_rows(xf, xoff, cg, in3, k3, s3, p6, d3, o3, q0, q1, colf)
+        eb = (I1, q1 - q0 + halo, ew)
+        phase_split(xf, xoff, cg, in3, s3, p6, r3, eb, q0, xs)
+        im2col_split(xs, I0, cg, k3, s3, d3, r3, eb, q0, o3, q0, q1, colf)
         gemm_cols(colf, I0, ncols, kk, wf, g * mg * kk, mg, biasf, g * mg, zcol, act, lo, hi,
-                  yf, (n * M + g * mg) * P + q0 * OW, P, has_res, I0, ncols, pack, xp, yt, False)
+                  yf, yoff + q0 * OW, P, has_res, I0, ncols, pack, xp, yt, False)
 
 
 @njit(inline="always", **_JIT)
@@ -461,34 +473,41 @@ def conv_avx2(x, w, m, kernel, strides, pads, dilations, group, bias, act, res,
                           g * mg, zcol, act, lo, hi, yf, (img * m + g * mg) * hw, hw, has_res,
                           I0, hw, pack, xp, yt, True)
         return y
-    rows = max(IM2COL_TILE_BYTES // (kk * ow * 4), (IM2COL_MIN_COLS + ow - 1) // ow)
-    rows = min(oh, max(1, rows))
+    split = kw >= SPLIT_MIN_KW
+    if split:       # tiles of whole output rows
+        tile = max(IM2COL_TILE_BYTES // (kk * ow * 4), (IM2COL_MIN_COLS + ow - 1) // ow)
+        tile = min(oh, max(1, tile))
+        units, align, tcols = oh, I1, tile * ow
+    else:           # tiles of whole 16-column panels
+        tile = max(IM2COL_MIN_COLS, IM2COL_TILE_BYTES // (kk * 4) // NR * NR)
+        tile = min(tile, (hw + NR - 1) // NR * NR)
+        units, align, tcols = hw, NR64, tile
     geo = np.empty(18, np.int64)
     put3(geo, 0, (c, h, wd))
     put3(geo, 3, (kh, kw, sh))
     put3(geo, 6, (sw, pt, pl))
     put3(geo, 9, (pb, pr, dh))
     put3(geo, 12, (dw, oh, ow))
-    put3(geo, 15, (G, m, rows))
-    if par and oh >= 2:
+    put3(geo, 15, (G, m, tile))
+    if par and units >= 2 * align:
         for u in prange(nimg * G * nt):
             img, g, t = u // (G * nt), u // nt % G, u % nt
-            r0, r1 = split_range(oh, nt, t, 1)
+            r0, r1 = split_range(units, nt, t, align)
             if r1 > r0:
-                col = np.empty(kk * rows * ow, np.float32)
+                col = np.empty(kk * tcols, np.float32)
                 xs = np.empty(_xs_size(geo), np.float32)
                 xp = np.empty(cols_scratch(kk), np.float32)
                 yt = np.empty(mg * NR, np.float32)
                 _im2col_part(xf, geo, wf, biasf, zcol, act, lo, hi, yf, has_res, img, g, r0, r1,
                              col, xs, xp, yt)
     else:
-        col = np.empty(kk * rows * ow, np.float32)
+        col = np.empty(kk * tcols, np.float32)
         xs = np.empty(_xs_size(geo), np.float32)
         xp = np.empty(cols_scratch(kk), np.float32)
         yt = np.empty(mg * NR, np.float32)
         for u in range(nimg * G):
             _im2col_part(xf, geo, wf, biasf, zcol, act, lo, hi, yf, has_res, u // G, u % G, I0,
-                         oh, col, xs, xp, yt)
+                         units, col, xs, xp, yt)
     return y
 
 

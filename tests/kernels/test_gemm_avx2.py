@@ -168,6 +168,12 @@ _IM2COL_CASES = [
     ((1, 24, 20, 20), 48, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 3),
     ((1, 6, 17, 19), 70, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1),
     ((1, 64, 40, 40), 20, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    # tiles of 16-column panels (im2col_span): 7x7 (49 = 3 x 16 + 1, the last column as a dot
+    # product) with packed X, 14x14 (a ragged end of 4), and 13x13 with 256 channels (tiles of
+    # 64 columns that start and end inside output rows; a ragged end of 9: a padded panel)
+    ((1, 40, 7, 7), 70, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((2, 24, 14, 14), 36, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 256, 13, 13), 40, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
 ]
 
 
