@@ -326,6 +326,9 @@ def im2col_span(xf, base, cg, in3, k3, s3, p6, d3, o3, p0, p1, colf):
             p6[5] < W:
         _im2col_span_s1(xf, base, cg, H, W, OH, k3, p6, d3, p0, p1, colf)
         return
+    if D == 1 and k3[0] == 1 and s3[2] == 2 and d3[2] == 1 and W >= 2:
+        _im2col_span_s2(xf, base, cg, H, W, OH, OW, k3, s3, p6, d3, p0, p1, colf)
+        return
     da0, ha0 = qa // OH, qa % OH
     r = 0
     for c in range(cg):
@@ -355,6 +358,57 @@ def im2col_span(xf, base, cg, in3, k3, s3, p6, d3, o3, p0, p1, colf):
                         copy_run(colf, dst + lo, xf, src, hi - lo, s3[2])
                         _zero_run(colf, dst + hi, b - hi)
                     r += 1
+
+
+@njit(**_JIT)
+def _im2col_span_s2(xf, base, cg, H, W, OH, OW, k3, s3, p6, d3, p0, p1, colf):
+    """``im2col_span`` for 2-D convs of stride 2 across, no dilation across: each input row a
+    tap reads is split once into its even and odd columns (a line buffer), and every tap of
+    that row is then a contiguous copy from one of the two halves, where ``copy_run`` with step
+    2 per tap and output row had cost ~130 cycles for 28 floats (64->128 at 56x56 /2: 0.7 ms of
+    im2col beside 1.8 ms of GEMM)."""
+    pt = p1 - p0
+    KH, KW = k3[1], k3[2]
+    half = (W + 1) // 2
+    ph = np.empty(2 * half, xf.dtype)          # even columns, then odd columns
+    tap = np.empty(4 * KW, np.int64)           # per kw: first, stop output column; phase; shift
+    for kw in range(KW):
+        woff = kw - p6[2]                      # ix = 2 * ox + woff
+        ow0, ow1 = span(woff, W, np.int64(2), OW)
+        par = woff & 1
+        tap[4 * kw], tap[4 * kw + 1] = ow0, ow1
+        tap[4 * kw + 2], tap[4 * kw + 3] = par * half, (woff - par) // 2
+    qa, qb = p0 // OW, (p1 - 1) // OW + 1
+    u2 = np.uint64(2)
+    for c in range(cg):
+        cbase = base + c * H * W
+        for kh in range(KH):
+            r0 = (c * KH + kh) * KW
+            for q in range(qa, qb):
+                a = max(0, p0 - q * OW)
+                b = min(OW, p1 - q * OW)
+                ih = q * s3[1] - p6[1] + kh * d3[1]
+                if ih < 0 or ih >= H:
+                    for kw in range(KW):
+                        _zero_run(colf, (r0 + kw) * pt + q * OW - p0 + a, b - a)
+                    continue
+                src = np.uint64(cbase + ih * W)
+                uh = np.uint64(half)
+                for i in range(np.uint64(W // 2)):
+                    ph[i] = xf[src + u2 * i]
+                    ph[uh + i] = xf[src + u2 * i + np.uint64(1)]
+                if W % 2 == 1:
+                    ph[W // 2] = xf[cbase + ih * W + W - 1]
+                for kw in range(KW):
+                    dst = (r0 + kw) * pt + q * OW - p0
+                    lo, hi = max(a, tap[4 * kw]), min(b, tap[4 * kw + 1])
+                    if lo >= hi:
+                        _zero_run(colf, dst + a, b - a)
+                        continue
+                    _zero_run(colf, dst + a, lo - a)
+                    copy_run(colf, dst + lo, ph, tap[4 * kw + 2] + lo + tap[4 * kw + 3], hi - lo,
+                             1)
+                    _zero_run(colf, dst + hi, b - hi)
 
 
 @njit(**_JIT)
