@@ -10,9 +10,9 @@ from .compile import compile_segments, library_calls_cached, load_source
 from .emit import Emitter
 import numpy as np
 
+from .errors import NeedsInputValue
 from .ir import BIT_TYPES, NARROW_FLOATS, Value
 from .plan import plan, schedule
-from .errors import NeedsInputValue
 from .specialize import specialize
 from .tiers import COMPILED, DRIVER, reference_runner
 from .validate import current_limit

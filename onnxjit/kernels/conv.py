@@ -315,7 +315,9 @@ def im2col_span(xf, base, cg, in3, k3, s3, p6, d3, o3, p0, p1, colf):
     Per tap and output row one run: zeros, a strided copy of the input row, zeros.  The row's
     (depth, height) position is stepped, not divided out of q: at 3x3 a run is a few dozen
     floats, and two integer divisions per run had cost more than the copy (128->128 at 28x28,
-    one tile of 784 columns: 969 us for 3.6 MB of columns)."""
+    one tile of 784 columns: 969 us for 3.6 MB of columns).  Two 2-D cases have their own
+    loops: stride 1 as wide as the input (``_im2col_span_s1``: a tap is one contiguous copy)
+    and stride 2 across (``_im2col_span_s2``: rows split into even and odd columns once)."""
     D, H, W = in3
     OH, OW = o3[1], o3[2]
     pt = p1 - p0
