@@ -324,11 +324,12 @@ def im2col_span(xf, base, cg, in3, k3, s3, p6, d3, o3, p0, p1, colf):
     if pt <= 0:
         return
     qa, qb = p0 // OW, (p1 - 1) // OW + 1
-    if D == 1 and s3[1] == 1 and s3[2] == 1 and d3[2] == 1 and W == OW and p6[2] < W and \
-            p6[5] < W:
+    # the 2-D loops below: one depth slice in, one tap and one slice out
+    flat = D == 1 and k3[0] == 1 and o3[0] == 1
+    if flat and s3[1] == 1 and s3[2] == 1 and d3[2] == 1 and W == OW:
         _im2col_span_s1(xf, base, cg, H, W, OH, k3, p6, d3, p0, p1, colf)
         return
-    if D == 1 and k3[0] == 1 and s3[2] == 2 and d3[2] == 1 and W >= 2:
+    if flat and s3[2] == 2 and d3[2] == 1 and W >= 2:
         _im2col_span_s2(xf, base, cg, H, W, OH, OW, k3, s3, p6, d3, p0, p1, colf)
         return
     da0, ha0 = qa // OH, qa % OH
@@ -416,7 +417,7 @@ def _im2col_span_s2(xf, base, cg, H, W, OH, OW, k3, s3, p6, d3, p0, p1, colf):
 @njit(**_JIT)
 def _im2col_span_s1(xf, base, cg, H, W, OH, k3, p6, d3, p0, p1, colf):
     """``im2col_span`` for 2-D, stride 1 across and down, no dilation across, output as wide as
-    the input ("same" padding), pads narrower than the input: output pixel p of tap (c, kh, kw)
+    the input ("same" padding): output pixel p of tap (c, kh, kw)
     reads input element p + shift of channel c, so a tap's columns over the rows where the
     input row exists are one contiguous copy (a run per output row at 3x3 had cost more than
     the copy itself); the columns that fell outside the input row, which that copy filled from
