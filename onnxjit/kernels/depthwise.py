@@ -25,10 +25,10 @@ from numba import njit, prange
 
 from .conv import as5d, from5d, pads6, tup3
 from . import PRANGE_ONLY
-from .epilogue import act_run, load_bias, vact, vact_n
+from .epilogue import act_run, load_bias, vact_n
 from .parallel import I0, PAR_MIN_MACS, num_threads, split_range
-from .simd import (LANES16 as LANES, vadd, vevens, vfma, vload, vloadm, vmul, vnext,
-                   vodds, vsplat, vstore, vstorem, vtranspose16, vzero)
+from .simd import (LANES16 as LANES, vadd, vevens, vfma, vmul, vnext,
+                   vodds, vstore, vstorem)
 from .simd import native as V
 from .pool import fill_phases, phase_buffers
 
@@ -327,8 +327,8 @@ def depthwise3x3_f32(x, w, b, strides, pads, act, bounds):
     DW3_BANDS).  On targets narrower than 16 lanes (AVX2) the stride-1 planes and the large
     stride-2 ones go row by row instead, two output rows at a time at stride 1 (``_dw3_rows``,
     2-3x faster there).  With several Numba threads (and PAR_MIN_MACS of work) the planes are
-    shared out.  Output rows of at most DW3_CL_MAX_OW columns run channels-last instead
-    (``_dw3_cl_groups``)."""
+    shared out.  Small planes run channels-last instead (``dw3_channels_last``,
+    ``_dw3_cl_groups``)."""
     N, C, H, W = x.shape
     s = strides[0]
     pt, pl, pb, pr = pads
@@ -344,21 +344,21 @@ def depthwise3x3_f32(x, w, b, strides, pads, act, bounds):
     nt = num_threads()
     # the thread loops are here, not in wrappers: each njit level above the plane loops
     # links and optimizes them again at first use
-    if OW <= DW3_CL_MAX_OW:
-        # channels-last (small planes): weights and bias regrouped by 16 channels, then
+    if dw3_channels_last(OW, s):
+        # channels-last (small planes): weights and bias regrouped by N channels, then
         # ``_dw3_cl_groups``, its groups shared out over threads as the planes are
         wt, bt = _dw3_cl_weights(wf, bf, C)
-        NG = N * ((C + LANES - 1) // LANES)
+        NG = N * ((C + V.LANES - 1) // V.LANES)
         if nt > 1 and NG >= 2 * nt and y.size * 9 >= PAR_MIN_MACS:
             for t in prange(nt):
                 g0, g1 = split_range(NG, nt, t, 1)
                 if g1 > g0:
                     _dw3_cl_groups(xf, wt, bt, yf, g0, g1, C, H, W, OH, OW, s, pt, pl, act,
                                    bounds, _dw3_cl_scratch(OH, OW, s),
-                                   np.empty(OH * OW * LANES, np.float32))
+                                   np.empty(OH * OW * V.LANES, np.float32))
         else:
             _dw3_cl_groups(xf, wt, bt, yf, I0, NG, C, H, W, OH, OW, s, pt, pl, act, bounds,
-                           _dw3_cl_scratch(OH, OW, s), np.empty(OH * OW * LANES, np.float32))
+                           _dw3_cl_scratch(OH, OW, s), np.empty(OH * OW * V.LANES, np.float32))
     elif nt > 1 and N * C >= 2 * nt and y.size * 9 >= PAR_MIN_MACS:
         NC = N * C
         rows = _dw3_by_rows(s, H, W)
@@ -666,121 +666,97 @@ def _dw3_rows_s2(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, pt, pl, act, lo, hi):
 
 
 # ---------------------------------------------------------------- small planes, channels last
-# Output rows of at most this many columns (a 7x7 plane: 7 of a vector's 16 lanes, and every
-# row an edge) run channels-last: MobileNet's 960x7x7 s1 0.045 -> 0.030 ms, 576x14x14 s2
-# 0.035 -> 0.029 ms (1 thread); at 14 columns and more the row kernel wins (384x14x14 s1
-# 0.036 against 0.038 ms channels-last, 192x28x28 s2 0.024 / 0.031).
-DW3_CL_MAX_OW = 8
+# Output rows of at most this many columns run channels-last. AVX-512 (16 lanes; a 7x7 plane:
+# 7 of a vector's 16 lanes, and every row an edge): MobileNet's 960x7x7 s1 0.045 -> 0.030 ms,
+# 576x14x14 s2 0.035 -> 0.029 ms (1 thread); at 14 columns and more the row kernel won there
+# (384x14x14 s1 0.036 against 0.038 ms channels-last, 192x28x28 s2 0.024 / 0.031). AVX2 (8
+# lanes: groups of 8 channels, 8 x 8 transposes), per stride: against ``_dw3_rows`` / the bands,
+# 2026-11-27 on the Zen 3 VM, 1 thread, one process, the two alternating, inputs rotating, Clip
+# fused (/tmp-style A/B of the module before and after): 384x14x14 s1 0.55, 576x14x14 s1 0.56,
+# 144x28x28 s1 0.80, 192x28x28 s1 0.85, 64x28x28 s1 0.81, 576x14x14 s2 0.62, 192x28x28 s2 0.67,
+# 144x56x56 s2 0.71-0.95, 96x112x112 s2 0.86, 960x7x7 s1 0.66 (against the 16-lane channels-last
+# walk); worse at 56 columns s1 (144x56x56 1.13, 24x56x56 1.22) and 112 s1 (32x112x112 1.46).
+DW3_CL_MAX_OW16 = 8
+DW3_CL_MAX_OW8 = (28, 56)       # stride 1, stride 2
 
 
 @njit(inline="always", **_JIT)
-def _plane_row(xf, o, n, ok):
-    """xf[o:o+n] (zeros past n), or zeros for a channel past the last."""
-    return vloadm(xf, o, n) if ok else vzero()
-
-
-@njit(inline="always", **_JIT)
-def _pixel(a, p, n):
-    """Pixel p's 16 channels from a channels-last scratch (zeros at p >= n)."""
-    return vload(a, p * LANES) if p < n else vzero()
+def dw3_channels_last(OW, s):
+    """Whether ``depthwise3x3_f32`` runs an output of OW columns at stride s channels-last."""
+    if V.LANES == 16:
+        return OW <= DW3_CL_MAX_OW16
+    return OW <= DW3_CL_MAX_OW8[s - 1]
 
 
 @njit(**_JIT)
 def _dw3_cl_groups(xf, wt, bt, yf, g0, g1, C, H, W, OH, OW, s, pt, pl, act, bounds, xt, yt):
-    """Groups [g0, g1) of 16 channels of one image each, channels-last: the group's planes
-    transposed in registers (simd.vtranspose16) into the zero-padded scratch xt[row][col][16]
-    (its border, zeroed by the caller, is never written; pixels no output reads go to a spare
-    slot past its end), per output pixel the 9 taps as vector FMAs over the 16 channels (wt:
-    per group and tap the channels' weights), bias and act into yt[pixel][16], transposed
-    back into y's planes.  The sums of ``_dw3_planes`` in the same order (it skips the rows
-    in the padding, where this adds products with zero: the same unless a weight is inf)."""
-    lo, hi = vsplat(np.float32(bounds[0])), vsplat(np.float32(bounds[1]))
+    """Groups [g0, g1) of N channels of one image each (N = V.LANES: 16 on AVX-512, 8 on
+    AVX2), channels-last: the group's planes transposed in registers (simd.vtranspose, N rows
+    of N pixels at a time) into the zero-padded scratch xt[row][col][N] (its border, zeroed by
+    the caller, is never written; pixels no output reads go to a spare slot past its end), per
+    output pixel the 9 taps as vector FMAs over the N channels (wt: per group and tap the
+    channels' weights), bias and act into yt[pixel][N], transposed back into y's planes.  The
+    sums of ``_dw3_planes`` in the same order (it skips the rows in the padding, where this
+    adds products with zero: the same unless a weight is inf)."""
+    N = V.LANES
+    lo, hi = V.splat(np.float32(bounds[0])), V.splat(np.float32(bounds[1]))
+    vz, one = V.zero(), V.splat(np.float32(1.0))
     P, OP = H * W, OH * OW
     nr = (OH - 1) * s + 3                # the padded rows and columns the output reads
     WP = (OW - 1) * s + 3
     dst = np.empty(P, np.int64)         # pixel -> its place in xt (unread ones: past the end)
     for j in range(P):
         r, c = j // W + pt, j % W + pl
-        dst[j] = (r * WP + c) * LANES if r < nr and c < WP else nr * WP * LANES
-    G = (C + LANES - 1) // LANES
+        dst[j] = (r * WP + c) * N if r < nr and c < WP else nr * WP * N
+    G = (C + N - 1) // N
     for g in range(g0, g1):
-        n, c0 = g // G, (g % G) * LANES
-        nch = min(LANES, C - c0)
+        n, c0 = g // G, (g % G) * N
+        nch = min(N, C - c0)
         o = (n * C + c0) * P
-        for j0 in range(0, P, LANES):
-            m = min(LANES, P - j0)
-            t = vtranspose16((_plane_row(xf, o + j0, m, 0 < nch),
-                              _plane_row(xf, o + P + j0, m, 1 < nch),
-                              _plane_row(xf, o + 2 * P + j0, m, 2 < nch),
-                              _plane_row(xf, o + 3 * P + j0, m, 3 < nch),
-                              _plane_row(xf, o + 4 * P + j0, m, 4 < nch),
-                              _plane_row(xf, o + 5 * P + j0, m, 5 < nch),
-                              _plane_row(xf, o + 6 * P + j0, m, 6 < nch),
-                              _plane_row(xf, o + 7 * P + j0, m, 7 < nch),
-                              _plane_row(xf, o + 8 * P + j0, m, 8 < nch),
-                              _plane_row(xf, o + 9 * P + j0, m, 9 < nch),
-                              _plane_row(xf, o + 10 * P + j0, m, 10 < nch),
-                              _plane_row(xf, o + 11 * P + j0, m, 11 < nch),
-                              _plane_row(xf, o + 12 * P + j0, m, 12 < nch),
-                              _plane_row(xf, o + 13 * P + j0, m, 13 < nch),
-                              _plane_row(xf, o + 14 * P + j0, m, 14 < nch),
-                              _plane_row(xf, o + 15 * P + j0, m, 15 < nch)))
-            for i in range(m):
-                vstore(xt, dst[j0 + i], t[i])
-        wo = (g % G) * 9 * LANES
-        w0, w1, w2 = vload(wt, wo), vload(wt, wo + LANES), vload(wt, wo + 2 * LANES)
-        w3, w4, w5 = vload(wt, wo + 3 * LANES), vload(wt, wo + 4 * LANES), \
-            vload(wt, wo + 5 * LANES)
-        w6, w7, w8 = vload(wt, wo + 6 * LANES), vload(wt, wo + 7 * LANES), \
-            vload(wt, wo + 8 * LANES)
-        b = vload(bt, c0)
-        z = vzero()
+        for j0 in range(0, P, N):
+            m = min(N, P - j0)
+            V.scatter_rows(xt, dst, j0, V.transpose(V.rows(xf, o + j0, P, m, nch)), m)
+        wo = (g % G) * 9 * N
+        w0, w1, w2 = V.load(wt, wo), V.load(wt, wo + N), V.load(wt, wo + 2 * N)
+        w3, w4, w5 = V.load(wt, wo + 3 * N), V.load(wt, wo + 4 * N), V.load(wt, wo + 5 * N)
+        w6, w7, w8 = V.load(wt, wo + 6 * N), V.load(wt, wo + 7 * N), V.load(wt, wo + 8 * N)
+        b = V.load(bt, c0)
         for oh in range(OH):
             for ow in range(OW):
-                p = (oh * s * WP + ow * s) * LANES
-                q = p + WP * LANES
-                u = q + WP * LANES
-                a0 = vfma(w6, vload(xt, u), vfma(w3, vload(xt, q), vfma(w0, vload(xt, p), b)))
-                a1 = vfma(w7, vload(xt, u + LANES),
-                          vfma(w4, vload(xt, q + LANES), vfma(w1, vload(xt, p + LANES), z)))
-                a2 = vfma(w8, vload(xt, u + 2 * LANES),
-                          vfma(w5, vload(xt, q + 2 * LANES),
-                               vfma(w2, vload(xt, p + 2 * LANES), z)))
-                vstore(yt, (oh * OW + ow) * LANES, vact(vadd(vadd(a0, a1), a2), act, lo, hi))
+                p = (oh * s * WP + ow * s) * N
+                q = p + WP * N
+                u = q + WP * N
+                a0 = V.fma(w6, V.load(xt, u), V.fma(w3, V.load(xt, q),
+                                                    V.fma(w0, V.load(xt, p), b)))
+                a1 = V.fma(w7, V.load(xt, u + N),
+                           V.fma(w4, V.load(xt, q + N), V.fma(w1, V.load(xt, p + N), vz)))
+                a2 = V.fma(w8, V.load(xt, u + 2 * N),
+                           V.fma(w5, V.load(xt, q + 2 * N), V.fma(w2, V.load(xt, p + 2 * N), vz)))
+                V.store(yt, (oh * OW + ow) * N,
+                        vact_n(V.add(V.add(a0, a1), a2), act, lo, hi, vz, one))
         o = (n * C + c0) * OP
-        for j0 in range(0, OP, LANES):
-            m = min(LANES, OP - j0)
-            t = vtranspose16((_pixel(yt, j0, OP), _pixel(yt, j0 + 1, OP),
-                              _pixel(yt, j0 + 2, OP), _pixel(yt, j0 + 3, OP),
-                              _pixel(yt, j0 + 4, OP), _pixel(yt, j0 + 5, OP),
-                              _pixel(yt, j0 + 6, OP), _pixel(yt, j0 + 7, OP),
-                              _pixel(yt, j0 + 8, OP), _pixel(yt, j0 + 9, OP),
-                              _pixel(yt, j0 + 10, OP), _pixel(yt, j0 + 11, OP),
-                              _pixel(yt, j0 + 12, OP), _pixel(yt, j0 + 13, OP),
-                              _pixel(yt, j0 + 14, OP), _pixel(yt, j0 + 15, OP)))
-            for k in range(nch):
-                if m == LANES:
-                    vstore(yf, o + k * OP + j0, t[k])
-                else:
-                    vstorem(yf, o + k * OP + j0, t[k], m)
+        for j0 in range(0, OP, N):
+            m = min(N, OP - j0)
+            V.store_rows(yf, o + j0, OP, V.transpose(V.rows(yt, j0 * N, N, N, m)), nch, m)
 
 
 @njit(inline="always", **_JIT)
 def _dw3_cl_scratch(OH, OW, s):
     """The zero-padded channels-last input scratch (the rows and columns the output reads)."""
-    return np.zeros((((OH - 1) * s + 3) * ((OW - 1) * s + 3) + 1) * LANES, np.float32)
+    return np.zeros((((OH - 1) * s + 3) * ((OW - 1) * s + 3) + 1) * V.LANES, np.float32)
 
 
 @njit(inline="always", **_JIT)
 def _dw3_cl_weights(wf, bf, C):
-    """Weights (9 taps x 16 channels per group) and bias regrouped by 16 channels, zero
-    past C, for ``_dw3_cl_groups``."""
-    G = (C + LANES - 1) // LANES
-    wt = np.zeros(G * 9 * LANES, np.float32)
+    """Weights (9 taps x N channels per group, N = V.LANES) and bias regrouped by N channels,
+    zero past C, for ``_dw3_cl_groups``."""
+    N = V.LANES
+    G = (C + N - 1) // N
+    wt = np.zeros(G * 9 * N, np.float32)
     for c in range(C):
         for t in range(9):
-            wt[((c // LANES) * 9 + t) * LANES + c % LANES] = wf[c * 9 + t]
-    bt = np.zeros(G * LANES, np.float32)
+            wt[((c // N) * 9 + t) * N + c % N] = wf[c * 9 + t]
+    bt = np.zeros(G * N, np.float32)
     load_bias(bt, bf, C)
     return wt, bt
 

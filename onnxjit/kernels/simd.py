@@ -238,6 +238,76 @@ def vstorem(typingctx, a, i, v, cnt):
     return types.void(a, types.intp, v, types.intp), codegen
 
 
+def _rows_tuple(rows):
+    """The N-lane vector type of a tuple of N vectors (``vtranspose``'s), else None."""
+    if (isinstance(rows, types.UniTuple) and isinstance(rows.dtype, F32xNType)
+            and rows.count == rows.dtype.lanes):
+        return rows.dtype
+    return None
+
+
+@intrinsic
+def vstore_rows(typingctx, a, i, stride, rows, nrows, cnt):
+    """a[i + r*stride : + cnt] = the first cnt lanes of rows[r], for r < nrows (a tuple of N
+    N-lane vectors, cnt <= N): unrolled, plain stores when cnt == N, masked ones otherwise
+    (indexing a tuple at run time would spill it to the stack)."""
+    t = _rows_tuple(rows)
+    if a != F32_1D or t is None:
+        return None
+    n = t.lanes
+
+    def codegen(context, builder, sig, args):
+        i, stride, nrows, cnt = (context.cast(builder, v, ty, types.intp) for v, ty in
+                                 ((args[1], sig.args[1]), (args[2], sig.args[2]),
+                                  (args[4], sig.args[4]), (args[5], sig.args[5])))
+        vec = ir.VectorType(ir.FloatType(), n)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [vec, vec.as_pointer(), I32,
+                                                            ir.VectorType(ir.IntType(1), n)]),
+            f"llvm.masked.store.v{n}f32.p0")
+        full = builder.icmp_signed(">=", cnt, ir.Constant(cnt.type, n))
+        mask = lane_mask(builder, cnt, n)
+        for r in range(n):
+            k = ir.Constant(i.type, r)
+            with builder.if_then(builder.icmp_signed("<", k, nrows)):
+                v = builder.extract_value(args[3], r)
+                p = builder.bitcast(elem_ptr(context, builder, sig.args[0], args[0],
+                                             builder.add(i, builder.mul(k, stride))),
+                                    vec.as_pointer())
+                with builder.if_else(full) as (then, otherwise):
+                    with then:
+                        builder.store(v, p, align=4)
+                    with otherwise:
+                        builder.call(fn, [v, p, I32(4), mask])
+        return context.get_dummy_value()
+    return types.void(a, types.intp, types.intp, rows, types.intp, types.intp), codegen
+
+
+@intrinsic
+def vscatter_rows(typingctx, a, idx, j, rows, cnt):
+    """a[idx[j + r] : + N] = rows[r] for r < cnt (a tuple of N N-lane vectors; idx an int64
+    array of offsets into a): unrolled plain stores."""
+    t = _rows_tuple(rows)
+    if a != F32_1D or t is None or idx != types.Array(types.int64, 1, "C"):
+        return None
+    n = t.lanes
+
+    def codegen(context, builder, sig, args):
+        j, cnt = (context.cast(builder, v, ty, types.intp) for v, ty in
+                  ((args[2], sig.args[2]), (args[4], sig.args[4])))
+        vec = ir.VectorType(ir.FloatType(), n)
+        idx = context.make_array(sig.args[1])(context, builder, args[1])
+        for r in range(n):
+            k = ir.Constant(j.type, r)
+            with builder.if_then(builder.icmp_signed("<", k, cnt)):
+                o = builder.load(builder.gep(idx.data, [builder.add(j, k)]))
+                p = elem_ptr(context, builder, sig.args[0], args[0], o)
+                builder.store(builder.extract_value(args[3], r),
+                              builder.bitcast(p, vec.as_pointer()), align=4)
+        return context.get_dummy_value()
+    return types.void(a, idx, types.intp, rows, types.intp), codegen
+
+
 def reduce_ir(builder, v, combine):
     """Tree reduction of the lanes of v with combine(builder, lo, hi) -> scalar."""
     width, undef = v.type.count, ir.Constant(v.type, ir.Undefined)
@@ -311,16 +381,18 @@ vnext = shuffle_op("vnext", lambda n: list(range(1, n + 1)),
 
 
 @intrinsic
-def vtranspose16(typingctx, rows):
-    """The 16 x 16 transpose of a tuple of 16 16-lane vectors (lane j of vector i -> lane i of
-    vector j): four rounds of two-vector shuffles, each swapping the off-diagonal blocks of
-    size 8, 4, 2, 1 (64 shuffles)."""
-    if not (isinstance(rows, types.UniTuple) and rows.count == LANES16 and rows.dtype == f32x16):
+def vtranspose(typingctx, rows):
+    """The N x N transpose of a tuple of N N-lane vectors (N = 16, 8 or 4; lane j of vector i
+    -> lane i of vector j): log2(N) rounds of two-vector shuffles, each swapping the
+    off-diagonal blocks of size N/2, ..., 2, 1 (N/2 log2(N) shuffle pairs: 64 for 16 lanes,
+    24 for 8)."""
+    if not (isinstance(rows, types.UniTuple) and isinstance(rows.dtype, F32xNType)
+            and rows.count == rows.dtype.lanes):
         return None
-    ret = types.UniTuple(f32x16, LANES16)
+    ret = rows
 
     def codegen(context, builder, sig, args):
-        n = LANES16
+        n = sig.args[0].count
         v = [builder.extract_value(args[0], i) for i in range(n)]
         s = n // 2
         while s:
@@ -334,6 +406,9 @@ def vtranspose16(typingctx, rows):
             s //= 2
         return context.make_tuple(builder, ret, v)
     return ret(rows), codegen
+
+
+vtranspose16 = vtranspose          # the name the 16-lane kernels use
 
 
 # ----------------------------------------------------------------------------------------
@@ -414,8 +489,48 @@ def _constructors(lanes):
                                      splat(builder, args[4], lanes)])
         return t(a, types.intp, types.intp, types.intp, types.float32), codegen
 
+    def rows(typingctx, a, i, stride, cnt, nrows):
+        """N vectors (a tuple, for ``vtranspose``): vector r is a[i + r*stride ..] in its first
+        cnt lanes (cnt <= N) for r < nrows, all zeros for r >= nrows; lanes and rows outside
+        those are never read (llvm.masked.load), so they may lie past the end of a."""
+        if a != F32_1D:
+            return None
+        ret = types.UniTuple(t, lanes)
+
+        def codegen(context, builder, sig, args):
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vec, [vec.as_pointer(), I32, ir.VectorType(
+                    ir.IntType(1), lanes), vec]), f"llvm.masked.load.v{lanes}f32.p0")
+            i, stride, cnt, nrows = (context.cast(builder, v, ty, types.intp)
+                                     for v, ty in zip(args[1:], sig.args[1:]))
+            zero, vz = ir.Constant(i.type, 0), ir.Constant(vec, [0.0] * lanes)
+            full = builder.and_(builder.icmp_signed(">=", cnt, ir.Constant(i.type, lanes)),
+                                builder.icmp_signed(">=", nrows, ir.Constant(i.type, lanes)))
+            ptrs = [builder.bitcast(elem_ptr(context, builder, sig.args[0], args[0], builder.add(
+                i, builder.mul(ir.Constant(i.type, r), stride))), vec.as_pointer())
+                for r in range(lanes)]
+            with builder.if_else(full) as (then, otherwise):
+                with then:      # every row whole: plain loads
+                    plain = context.make_tuple(builder, ret, [builder.load(p, align=4)
+                                                              for p in ptrs])
+                    b_plain = builder.block
+                with otherwise:
+                    out = []
+                    for r, p in enumerate(ptrs):
+                        k = ir.Constant(i.type, r)
+                        n = builder.select(builder.icmp_signed("<", k, nrows), cnt, zero)
+                        out.append(builder.call(fn, [p, I32(4), lane_mask(builder, n, lanes),
+                                                     vz]))
+                    masked = context.make_tuple(builder, ret, out)
+                    b_masked = builder.block
+            phi = builder.phi(plain.type)
+            phi.add_incoming(plain, b_plain)
+            phi.add_incoming(masked, b_masked)
+            return phi
+        return ret(a, types.intp, types.intp, types.intp, types.intp), codegen
+
     made = {"load": load, "bcast": bcast, "zero": zero, "splat": splat_, "loadm": loadm,
-            "load_span": load_span}
+            "load_span": load_span, "rows": rows}
     out = {}
     for name, fn in made.items():
         fn.__name__ = fn.__qualname__ = f"v{name}{lanes}"
@@ -432,7 +547,8 @@ def _width_module(lanes):
     m.__dict__.update(_constructors(lanes))
     m.__dict__.update(LANES=lanes, f32=_F32[lanes], store=vstore, storem=vstorem, fma=vfma,
                       add=vadd, sub=vsub, mul=vmul, max=vmax, sel=vsel, hsum=vhsum, hmax=vhmax,
-                      relu_if=vrelu_if)
+                      relu_if=vrelu_if, transpose=vtranspose,
+                      store_rows=vstore_rows, scatter_rows=vscatter_rows)
     return m
 
 

@@ -197,13 +197,15 @@ DW3_CASES = [
     ((1, 2, 11, 70), 2, (0, 0, 1, 1)),      # TF-style "same" stride-2 pads, 3 vectors a row
     ((1, 2, 6, 40), 2, (2, 2, 2, 2)),       # padding wider than a tap
     ((1, 1, 1, 1), 1, (1, 1, 1, 1)),        # one pixel
-    ((1, 37, 7, 7), 1, (1, 1, 1, 1)),       # channels-last (rows <= 8): 2 groups of 16 + 5
+    ((1, 37, 7, 7), 1, (1, 1, 1, 1)),       # channels-last (small planes): groups of 16 (8) + 5
     ((2, 20, 5, 8), 1, (0, 1, 1, 0)),       # ... batch 2, asymmetric pads
     ((1, 18, 14, 14), 2, (1, 1, 1, 1)),     # ... stride 2 down to 7x7
     ((1, 17, 6, 5), 2, (2, 2, 2, 2)),       # ... padding wider than a tap
     ((1, 2, 61, 70), 1, (1, 1, 1, 1)),      # large planes in bands of rows (DW3_BANDS): 61
     ((1, 2, 95, 91), 2, (1, 0, 0, 1)),      # rows, not a multiple of 4; stride 2, one by one
     ((1, 3, 33, 40), 2, (2, 0, 1, 3)),      # stride 2 split rows (AVX2), pads both sides
+    ((1, 2, 23, 130), 2, (1, 0, 0, 1)),     # AVX2: wider than channels-last, one by one
+    ((1, 3, 7, 120), 2, (1, 1, 1, 1)),      # AVX2: ... in bands (a small plane)
 ]
 
 
@@ -252,15 +254,26 @@ def test_dw3_cases_cover_every_band():
     assert any(xs[2] * xs[3] <= min(lim for lim, _, _ in DW3_BANDS) for xs, _, _ in DW3_CASES)
 
 
-def test_dw3_cases_cover_both_walks():
-    """On targets narrower than 16 lanes DW3_CASES reach both walks of ``depthwise3x3_f32``:
-    ``_dw3_rows`` at stride 1 (an odd number of output rows: a pair and a single row) and at
+def _dw3_out(xs, s, pads):
+    """(OH, OW) of ``depthwise3x3_f32`` for a DW3_CASES row."""
+    return ((xs[2] + pads[0] + pads[2] - 3) // s + 1, (xs[3] + pads[1] + pads[3] - 3) // s + 1)
+
+
+def test_dw3_cases_cover_every_walk():
+    """DW3_CASES reach each walk of ``depthwise3x3_f32`` on this target: channels-last at both
+    strides (``dw3_channels_last``); on targets narrower than 16 lanes also ``_dw3_rows`` at
+    stride 1 (an odd number of output rows: a pair and a single row) and ``_dw3_rows_s2`` at
     stride 2 above DW3_ROWS_S2_MIN, the bands (``_dw3_planes``) at stride 2 below it."""
-    from onnxjit.kernels.depthwise import DW3_CL_MAX_OW, DW3_ROWS_S2_MIN
-    big = [xs for xs, s, _ in DW3_CASES if xs[3] > DW3_CL_MAX_OW + 2]
-    assert any(s == 1 and xs[2] % 2 for xs, s, _ in DW3_CASES if xs in big)
-    assert any(s == 2 and xs[2] * xs[3] > DW3_ROWS_S2_MIN for xs, s, _ in DW3_CASES)
-    assert any(s == 2 and xs[2] * xs[3] <= DW3_ROWS_S2_MIN for xs, s, _ in DW3_CASES if xs in big)
+    from onnxjit.kernels.depthwise import DW3_ROWS_S2_MIN, dw3_channels_last
+    from onnxjit.kernels.simd import LANES
+    cl = dw3_channels_last.py_func
+    for stride in (1, 2):
+        assert any(s == stride and cl(_dw3_out(xs, s, p)[1], s) for xs, s, p in DW3_CASES)
+    if LANES < 16:
+        rows = [(xs, s, p) for xs, s, p in DW3_CASES if not cl(_dw3_out(xs, s, p)[1], s)]
+        assert any(s == 1 and _dw3_out(xs, s, p)[0] % 2 for xs, s, p in rows)
+        assert any(s == 2 and xs[2] * xs[3] > DW3_ROWS_S2_MIN for xs, s, _ in rows)
+        assert any(s == 2 and xs[2] * xs[3] <= DW3_ROWS_S2_MIN for xs, s, _ in rows)
 
 
 def test_depthwise3x3_f32_edges_do_not_leak():
@@ -317,7 +330,7 @@ def test_depthwise3x3_f32_two_threads_matches_one():
 def test_depthwise3x3_f32_channels_last_two_threads_matches_one():
     """Small planes (channels-last): groups of 16 channels shared out over threads."""
     import numba
-    from onnxjit.kernels.depthwise import DW3_CL_MAX_OW, depthwise3x3_f32
+    from onnxjit.kernels.depthwise import depthwise3x3_f32, dw3_channels_last
     from onnxjit.target import host
     if not host().split16 or numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("AVX-512 / AVX2 kernel, 2 Numba threads")
@@ -334,4 +347,4 @@ def test_depthwise3x3_f32_channels_last_two_threads_matches_one():
     finally:
         numba.set_num_threads(before)
     np.testing.assert_array_equal(one, two)
-    assert one.shape[3] <= DW3_CL_MAX_OW and one.size * 9 >= 1 << 19
+    assert dw3_channels_last.py_func(one.shape[3], 1) and one.size * 9 >= 1 << 19

@@ -38,6 +38,48 @@ def _kernel(V):
     return run
 
 
+def _rows_kernel(V):
+    """V.rows -> V.transpose -> V.store_rows, and V.transpose -> V.scatter_rows."""
+    @njit
+    def run(a, i, stride, cnt, nrows, out, o, ostride, ocnt, onrows, sc, idx, scnt):
+        t = V.transpose(V.rows(a, i, stride, cnt, nrows))
+        V.store_rows(out, o, ostride, t, onrows, ocnt)
+        V.scatter_rows(sc, idx, 1, t, scnt)
+    return run
+
+
+@pytest.mark.parametrize("width", [16, 8, 4])
+@pytest.mark.parametrize("cnt,nrows,ocnt,onrows", [("n", "n", "n", "n"), (3, "n", 2, "n"),
+                                                    ("n", 2, "n", 3), (1, 1, 1, 1)])
+def test_transposed_rows_of_each_width_match_numpy(width, cnt, nrows, ocnt, onrows):
+    """Rows of a matrix read with V.rows (strided; lanes past cnt and rows past nrows zero and
+    never read: NaN lies right after them), transposed, stored back as rows (only onrows rows,
+    ocnt lanes each: the rest untouched) and scattered to given offsets."""
+    n = width
+    cnt, nrows, ocnt, onrows = (n if v == "n" else v for v in (cnt, nrows, ocnt, onrows))
+    stride, i = n + 5, 3
+    a = np.full(i + stride * n + n, np.nan, np.float32)
+    m = np.random.default_rng(n).standard_normal((n, n)).astype(np.float32)
+    for r in range(nrows):
+        a[i + r * stride:i + r * stride + cnt] = m[r, :cnt]
+    want = np.zeros((n, n), np.float32)
+    want[:nrows, :cnt] = m[:nrows, :cnt]
+    want = want.T
+    out = np.full(2 + (n + 1) * n, 7.0, np.float32)
+    sc = np.full((n + 2) * n, 9.0, np.float32)
+    idx = np.array([-1] + [((r * 2) % (n + 1)) * n for r in range(n)], np.int64)
+    _rows_kernel(simd.by_lanes[n])(a, i, stride, cnt, nrows, out, 2, n + 1, ocnt, onrows,
+                                   sc, idx, n - 1)
+    got = np.full_like(out, 7.0)
+    for r in range(onrows):
+        got[2 + r * (n + 1):2 + r * (n + 1) + ocnt] = want[r, :ocnt]
+    np.testing.assert_array_equal(out, got)
+    scat = np.full_like(sc, 9.0)
+    for r in range(n - 1):
+        scat[idx[1 + r]:idx[1 + r] + n] = want[r]
+    np.testing.assert_array_equal(sc, scat)
+
+
 @pytest.mark.parametrize("width", [16, 8, 4])
 def test_intrinsics_of_each_width_match_numpy(width):
     V = simd.by_lanes[width]
