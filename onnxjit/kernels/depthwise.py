@@ -672,7 +672,7 @@ def _dw3_rows_s2(xf, wf, bf, yf, p0, p1, C, H, W, OH, OW, pt, pl, act, lo, hi):
 # (384x14x14 s1 0.036 against 0.038 ms channels-last, 192x28x28 s2 0.024 / 0.031). AVX2 (8
 # lanes: groups of 8 channels, 8 x 8 transposes), per stride: against ``_dw3_rows`` / the bands,
 # 2026-11-27 on the Zen 3 VM, 1 thread, one process, the two alternating, inputs rotating, Clip
-# fused (/tmp-style A/B of the module before and after): 384x14x14 s1 0.55, 576x14x14 s1 0.56,
+# fused (the module before and after, alternating calls): 384x14x14 s1 0.55, 576x14x14 s1 0.56,
 # 144x28x28 s1 0.80, 192x28x28 s1 0.85, 64x28x28 s1 0.81, 576x14x14 s2 0.62, 192x28x28 s2 0.67,
 # 144x56x56 s2 0.71-0.95, 96x112x112 s2 0.86, 960x7x7 s1 0.66 (against the 16-lane channels-last
 # walk); worse at 56 columns s1 (144x56x56 1.13, 24x56x56 1.22) and 112 s1 (32x112x112 1.46).

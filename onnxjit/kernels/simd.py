@@ -118,6 +118,17 @@ def lane_mask(builder, cnt, lanes=16):
     return builder.icmp_signed("<", iota, nv)
 
 
+def masked_fn(builder, kind, lanes):
+    """The declaration of llvm.masked.load (kind "load": ptr, align, mask, passthru -> vec) or
+    llvm.masked.store (kind "store": vec, ptr, align, mask) for <lanes x float>."""
+    vec = ir.VectorType(ir.FloatType(), lanes)
+    mask = ir.VectorType(ir.IntType(1), lanes)
+    fnty = (ir.FunctionType(vec, [vec.as_pointer(), I32, mask, vec]) if kind == "load" else
+            ir.FunctionType(ir.VoidType(), [vec, vec.as_pointer(), I32, mask]))
+    return cgutils.get_or_insert_function(builder.module, fnty,
+                                          f"llvm.masked.{kind}.v{lanes}f32.p0")
+
+
 def lane_op(name, method, doc):
     """An intrinsic computing builder.<method>(a, b) on two vectors of one width."""
     def op(typingctx, a, b):
@@ -229,11 +240,8 @@ def vstorem(typingctx, a, i, v, cnt):
         vec = args[2].type
         p = elem_ptr(context, builder, sig.args[0], args[0], args[1])
         m = lane_mask(builder, args[3], lanes)
-        fn = cgutils.get_or_insert_function(
-            builder.module,
-            ir.FunctionType(ir.VoidType(), [vec, vec.as_pointer(), I32, m.type]),
-            f"llvm.masked.store.v{lanes}f32.p0")
-        builder.call(fn, [args[2], builder.bitcast(p, vec.as_pointer()), I32(4), m])
+        builder.call(masked_fn(builder, "store", lanes),
+                     [args[2], builder.bitcast(p, vec.as_pointer()), I32(4), m])
         return context.get_dummy_value()
     return types.void(a, types.intp, v, types.intp), codegen
 
@@ -257,14 +265,9 @@ def vstore_rows(typingctx, a, i, stride, rows, nrows, cnt):
     n = t.lanes
 
     def codegen(context, builder, sig, args):
-        i, stride, nrows, cnt = (context.cast(builder, v, ty, types.intp) for v, ty in
-                                 ((args[1], sig.args[1]), (args[2], sig.args[2]),
-                                  (args[4], sig.args[4]), (args[5], sig.args[5])))
+        i, stride, nrows, cnt = args[1], args[2], args[4], args[5]      # intp
         vec = ir.VectorType(ir.FloatType(), n)
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [vec, vec.as_pointer(), I32,
-                                                            ir.VectorType(ir.IntType(1), n)]),
-            f"llvm.masked.store.v{n}f32.p0")
+        fn = masked_fn(builder, "store", n)
         full = builder.icmp_signed(">=", cnt, ir.Constant(cnt.type, n))
         mask = lane_mask(builder, cnt, n)
         for r in range(n):
@@ -293,8 +296,7 @@ def vscatter_rows(typingctx, a, idx, j, rows, cnt):
     n = t.lanes
 
     def codegen(context, builder, sig, args):
-        j, cnt = (context.cast(builder, v, ty, types.intp) for v, ty in
-                  ((args[2], sig.args[2]), (args[4], sig.args[4])))
+        j, cnt = args[2], args[4]      # intp
         vec = ir.VectorType(ir.FloatType(), n)
         idx = context.make_array(sig.args[1])(context, builder, args[1])
         for r in range(n):
@@ -465,11 +467,9 @@ def _constructors(lanes):
         def codegen(context, builder, sig, args):
             p = elem_ptr(context, builder, sig.args[0], args[0], args[1])
             m = lane_mask(builder, args[2], lanes)
-            fn = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vec, [vec.as_pointer(), I32, m.type, vec]),
-                f"llvm.masked.load.v{lanes}f32.p0")
-            return builder.call(fn, [builder.bitcast(p, vec.as_pointer()), I32(4), m,
-                                     ir.Constant(vec, [0.0] * lanes)])
+            return builder.call(masked_fn(builder, "load", lanes),
+                                [builder.bitcast(p, vec.as_pointer()), I32(4), m,
+                                 ir.Constant(vec, [0.0] * lanes)])
         return t(a, types.intp, types.intp), codegen
 
     def load_span(typingctx, a, i, lo, hi, fill):
@@ -482,11 +482,9 @@ def _constructors(lanes):
             m = builder.and_(builder.not_(lane_mask(builder, args[2], lanes)),
                              lane_mask(builder, args[3], lanes))
             p = elem_ptr(context, builder, sig.args[0], args[0], args[1])
-            fn = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vec, [vec.as_pointer(), I32, m.type, vec]),
-                f"llvm.masked.load.v{lanes}f32.p0")
-            return builder.call(fn, [builder.bitcast(p, vec.as_pointer()), I32(4), m,
-                                     splat(builder, args[4], lanes)])
+            return builder.call(masked_fn(builder, "load", lanes),
+                                [builder.bitcast(p, vec.as_pointer()), I32(4), m,
+                                 splat(builder, args[4], lanes)])
         return t(a, types.intp, types.intp, types.intp, types.float32), codegen
 
     def rows(typingctx, a, i, stride, cnt, nrows):
@@ -498,11 +496,8 @@ def _constructors(lanes):
         ret = types.UniTuple(t, lanes)
 
         def codegen(context, builder, sig, args):
-            fn = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vec, [vec.as_pointer(), I32, ir.VectorType(
-                    ir.IntType(1), lanes), vec]), f"llvm.masked.load.v{lanes}f32.p0")
-            i, stride, cnt, nrows = (context.cast(builder, v, ty, types.intp)
-                                     for v, ty in zip(args[1:], sig.args[1:]))
+            fn = masked_fn(builder, "load", lanes)
+            i, stride, cnt, nrows = args[1:]      # intp
             zero, vz = ir.Constant(i.type, 0), ir.Constant(vec, [0.0] * lanes)
             full = builder.and_(builder.icmp_signed(">=", cnt, ir.Constant(i.type, lanes)),
                                 builder.icmp_signed(">=", nrows, ir.Constant(i.type, lanes)))

@@ -328,7 +328,7 @@ def test_depthwise3x3_f32_two_threads_matches_one():
 
 
 def test_depthwise3x3_f32_channels_last_two_threads_matches_one():
-    """Small planes (channels-last): groups of 16 channels shared out over threads."""
+    """Small planes (channels-last): groups of V.LANES channels shared out over threads."""
     import numba
     from onnxjit.kernels.depthwise import depthwise3x3_f32, dw3_channels_last
     from onnxjit.target import host
