@@ -7,7 +7,7 @@ from numba.extending import overload
 from . import PRANGE_ONLY
 from .conv import copy_run
 from .parallel import CONCAT_PAR_MIN, I0, num_threads, split_range
-from .simd import LANES16 as LANES, vload, vstore, vtranspose16
+from .simd import LANES16 as LANES, vload, vstore, vtranspose
 
 from . import JIT as _JIT
 
@@ -120,12 +120,12 @@ def _transpose_tiles(xf, o, rows, cols, y):
 @njit(**_JIT)
 def _transpose_tiles_f32(xf, o, rows, cols, y):
     """_transpose_tiles for float32: whole 16 x 16 tiles as 16 vector loads, an in-register
-    transpose (simd.vtranspose16) and 16 vector stores; the ragged edges as scalars."""
+    transpose (simd.vtranspose) and 16 vector stores; the ragged edges as scalars."""
     r16, c16 = rows - rows % LANES, cols - cols % LANES
     for i0 in range(0, r16, LANES):
         for j0 in range(0, c16, LANES):
             s = o + i0 * cols + j0
-            t = vtranspose16((vload(xf, s), vload(xf, s + cols), vload(xf, s + 2 * cols),
+            t = vtranspose((vload(xf, s), vload(xf, s + cols), vload(xf, s + 2 * cols),
                               vload(xf, s + 3 * cols), vload(xf, s + 4 * cols),
                               vload(xf, s + 5 * cols), vload(xf, s + 6 * cols),
                               vload(xf, s + 7 * cols), vload(xf, s + 8 * cols),

@@ -34,7 +34,7 @@ from .microkernels import ck1, ck4, ck8, ck12, k1, k4, k8, k12
 from .epilogue import NO_BOUNDS, act1, act_rows, act_run, load_bias, load_res
 from .parallel import I0, NO, PAR_MIN_MACS, num_threads, split_range
 from .simd import (LANES16 as LANES, has_avx512, vadd, vload, vloadm, vrelu_if, vsplat, vstore, vstorem,
-                   vtranspose16, vzero)
+                   vtranspose, vzero)
 
 from . import JIT as _JIT
 
@@ -179,7 +179,7 @@ def sgemm_packed(a, bp, n, bias, act):
 # Y with it and accumulating.  For small H*W (7x7, and 14x14 when M <= C or C >= 64) the
 # transposed product Y^T = X^T @ W^T is computed instead (vectors along M over the same
 # packed W, no 49-of-64-lane tiles), followed by one transposing pass that applies bias,
-# residual and act (16 x 16 blocks transposed in registers, simd.vtranspose16: 6x faster
+# residual and act (16 x 16 blocks transposed in registers, simd.vtranspose: 6x faster
 # than the scalar pass it replaced, which cost 0.06 of 0.21 ms for MobileNet's 160->960 1x1
 # conv at 7x7).
 
@@ -221,7 +221,7 @@ def _transpose_into(src, dst):
         ni = min(LANES, p - i0)
         for j0 in range(0, q, LANES):
             n = min(LANES, q - j0)
-            t = vtranspose16((_src_row(sf, p, q, i0, j0, n), _src_row(sf, p, q, i0 + 1, j0, n),
+            t = vtranspose((_src_row(sf, p, q, i0, j0, n), _src_row(sf, p, q, i0 + 1, j0, n),
                               _src_row(sf, p, q, i0 + 2, j0, n),
                               _src_row(sf, p, q, i0 + 3, j0, n),
                               _src_row(sf, p, q, i0 + 4, j0, n),
@@ -293,7 +293,7 @@ def _small_store(yt, ldt, hw, biasf, act, yf, yo, has_res, r0, r1, bounds):
         q1 = min(r1, q0 + LANES)
         for j0 in range(0, hw, LANES):      # a 16 x 16 block of Y^T, transposed in registers
             n = min(LANES, hw - j0)
-            t = vtranspose16((_yt_row(yt, ldt, hw, j0, q0), _yt_row(yt, ldt, hw, j0 + 1, q0),
+            t = vtranspose((_yt_row(yt, ldt, hw, j0, q0), _yt_row(yt, ldt, hw, j0 + 1, q0),
                               _yt_row(yt, ldt, hw, j0 + 2, q0), _yt_row(yt, ldt, hw, j0 + 3, q0),
                               _yt_row(yt, ldt, hw, j0 + 4, q0), _yt_row(yt, ldt, hw, j0 + 5, q0),
                               _yt_row(yt, ldt, hw, j0 + 6, q0), _yt_row(yt, ldt, hw, j0 + 7, q0),

@@ -23,7 +23,7 @@ on every target (kernels/normalization.py's Softmax and LayerNorm rows).  ``w16`
 The module-level constructors (``vload``, ``vbcast``, ``vzero``, ``vsplat``, ``vloadm``,
 ``vload_span``) and ``LANES16`` are the 16-lane set, for the kernels designed around 16 lanes:
 the register-blocked GEMM micro-kernels (12 x 32 tiles in zmm; AVX2 has its own 6 x 16 ones in
-ymm pairs), the 16 x 16 in-register transposes (``vtranspose16``: depthwise 3x3, transposes),
+ymm pairs), the in-register transposes (``vtranspose``: depthwise 3x3, transposes),
 pooling rows, the Winograd and recurrent kernels.  They are chosen where ``has_avx512()`` (or
 ``target.split16``: few live vectors, which AVX2 runs as ymm halves at the same FMA peak).
 
@@ -409,8 +409,6 @@ def vtranspose(typingctx, rows):
         return context.make_tuple(builder, ret, v)
     return ret(rows), codegen
 
-
-vtranspose16 = vtranspose          # the name the 16-lane kernels use
 
 
 # ----------------------------------------------------------------------------------------
