@@ -205,6 +205,9 @@ def test_avgpool_empty_window_is_nan(at):
     # rows scheme over several 16-output blocks, some with a NaN and some without
     ((1, 2, 7, 70), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ((1, 2, 6, 68), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    # ... rows narrower than a vector, and a ragged end of 7 columns (SqueezeNet's 55)
+    ((1, 3, 7, 5), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 4, 11, 55), {"kernel_shape": [3, 3], "strides": [2, 2]}),
 ])
 def test_maxpool_propagates_nan(xs, at):
     """Any NaN in a window gives NaN (np.maximum semantics); the reference's own MaxPool is
