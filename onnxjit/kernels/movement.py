@@ -126,13 +126,13 @@ def _transpose_tiles_f32(xf, o, rows, cols, y):
         for j0 in range(0, c16, LANES):
             s = o + i0 * cols + j0
             t = vtranspose((vload(xf, s), vload(xf, s + cols), vload(xf, s + 2 * cols),
-                              vload(xf, s + 3 * cols), vload(xf, s + 4 * cols),
-                              vload(xf, s + 5 * cols), vload(xf, s + 6 * cols),
-                              vload(xf, s + 7 * cols), vload(xf, s + 8 * cols),
-                              vload(xf, s + 9 * cols), vload(xf, s + 10 * cols),
-                              vload(xf, s + 11 * cols), vload(xf, s + 12 * cols),
-                              vload(xf, s + 13 * cols), vload(xf, s + 14 * cols),
-                              vload(xf, s + 15 * cols)))
+                            vload(xf, s + 3 * cols), vload(xf, s + 4 * cols),
+                            vload(xf, s + 5 * cols), vload(xf, s + 6 * cols),
+                            vload(xf, s + 7 * cols), vload(xf, s + 8 * cols),
+                            vload(xf, s + 9 * cols), vload(xf, s + 10 * cols),
+                            vload(xf, s + 11 * cols), vload(xf, s + 12 * cols),
+                            vload(xf, s + 13 * cols), vload(xf, s + 14 * cols),
+                            vload(xf, s + 15 * cols)))
             d = o + j0 * rows + i0
             for k in range(LANES):
                 vstore(y, d + k * rows, t[k])

@@ -222,20 +222,20 @@ def _transpose_into(src, dst):
         for j0 in range(0, q, LANES):
             n = min(LANES, q - j0)
             t = vtranspose((_src_row(sf, p, q, i0, j0, n), _src_row(sf, p, q, i0 + 1, j0, n),
-                              _src_row(sf, p, q, i0 + 2, j0, n),
-                              _src_row(sf, p, q, i0 + 3, j0, n),
-                              _src_row(sf, p, q, i0 + 4, j0, n),
-                              _src_row(sf, p, q, i0 + 5, j0, n),
-                              _src_row(sf, p, q, i0 + 6, j0, n),
-                              _src_row(sf, p, q, i0 + 7, j0, n),
-                              _src_row(sf, p, q, i0 + 8, j0, n),
-                              _src_row(sf, p, q, i0 + 9, j0, n),
-                              _src_row(sf, p, q, i0 + 10, j0, n),
-                              _src_row(sf, p, q, i0 + 11, j0, n),
-                              _src_row(sf, p, q, i0 + 12, j0, n),
-                              _src_row(sf, p, q, i0 + 13, j0, n),
-                              _src_row(sf, p, q, i0 + 14, j0, n),
-                              _src_row(sf, p, q, i0 + 15, j0, n)))
+                            _src_row(sf, p, q, i0 + 2, j0, n),
+                            _src_row(sf, p, q, i0 + 3, j0, n),
+                            _src_row(sf, p, q, i0 + 4, j0, n),
+                            _src_row(sf, p, q, i0 + 5, j0, n),
+                            _src_row(sf, p, q, i0 + 6, j0, n),
+                            _src_row(sf, p, q, i0 + 7, j0, n),
+                            _src_row(sf, p, q, i0 + 8, j0, n),
+                            _src_row(sf, p, q, i0 + 9, j0, n),
+                            _src_row(sf, p, q, i0 + 10, j0, n),
+                            _src_row(sf, p, q, i0 + 11, j0, n),
+                            _src_row(sf, p, q, i0 + 12, j0, n),
+                            _src_row(sf, p, q, i0 + 13, j0, n),
+                            _src_row(sf, p, q, i0 + 14, j0, n),
+                            _src_row(sf, p, q, i0 + 15, j0, n)))
             for k in range(n):
                 if ni == LANES:
                     vstore(df, (j0 + k) * p + i0, t[k])
@@ -294,16 +294,16 @@ def _small_store(yt, ldt, hw, biasf, act, yf, yo, has_res, r0, r1, bounds):
         for j0 in range(0, hw, LANES):      # a 16 x 16 block of Y^T, transposed in registers
             n = min(LANES, hw - j0)
             t = vtranspose((_yt_row(yt, ldt, hw, j0, q0), _yt_row(yt, ldt, hw, j0 + 1, q0),
-                              _yt_row(yt, ldt, hw, j0 + 2, q0), _yt_row(yt, ldt, hw, j0 + 3, q0),
-                              _yt_row(yt, ldt, hw, j0 + 4, q0), _yt_row(yt, ldt, hw, j0 + 5, q0),
-                              _yt_row(yt, ldt, hw, j0 + 6, q0), _yt_row(yt, ldt, hw, j0 + 7, q0),
-                              _yt_row(yt, ldt, hw, j0 + 8, q0), _yt_row(yt, ldt, hw, j0 + 9, q0),
-                              _yt_row(yt, ldt, hw, j0 + 10, q0),
-                              _yt_row(yt, ldt, hw, j0 + 11, q0),
-                              _yt_row(yt, ldt, hw, j0 + 12, q0),
-                              _yt_row(yt, ldt, hw, j0 + 13, q0),
-                              _yt_row(yt, ldt, hw, j0 + 14, q0),
-                              _yt_row(yt, ldt, hw, j0 + 15, q0)))
+                            _yt_row(yt, ldt, hw, j0 + 2, q0), _yt_row(yt, ldt, hw, j0 + 3, q0),
+                            _yt_row(yt, ldt, hw, j0 + 4, q0), _yt_row(yt, ldt, hw, j0 + 5, q0),
+                            _yt_row(yt, ldt, hw, j0 + 6, q0), _yt_row(yt, ldt, hw, j0 + 7, q0),
+                            _yt_row(yt, ldt, hw, j0 + 8, q0), _yt_row(yt, ldt, hw, j0 + 9, q0),
+                            _yt_row(yt, ldt, hw, j0 + 10, q0),
+                            _yt_row(yt, ldt, hw, j0 + 11, q0),
+                            _yt_row(yt, ldt, hw, j0 + 12, q0),
+                            _yt_row(yt, ldt, hw, j0 + 13, q0),
+                            _yt_row(yt, ldt, hw, j0 + 14, q0),
+                            _yt_row(yt, ldt, hw, j0 + 15, q0)))
             for k in range(q1 - q0):
                 o = yo + (q0 + k) * hw + j0
                 v = vadd(t[k], vsplat(biasf[q0 + k]))
