@@ -9,6 +9,11 @@ named after the node, or after the output for its NCHWc convolutions (``r1_nchwc
 onnxjit kernel is matched to ORT's events by its nodes' names and outputs. Prints the totals and
 the kernels that lose the most time to ORT's nodes (a row's ORT time is 0 where ORT fused the
 node into a neighbour's kernel under another name). Needs onnxruntime (the bench extra).
+
+Times are means over the runs. At 2 threads they move with the shared host's phases far more
+than at 1 (MobileNet's kernels summed to 8.0 ms in one such profile, against a median of 5.3 ms
+for whole runs back to back minutes later): rank 2-thread losses with it, measure them in
+whole runs or with tools/ab_round_robin.py.
 """
 import argparse
 import collections

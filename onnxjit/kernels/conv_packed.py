@@ -9,10 +9,11 @@ as ``conv1x1_packed`` does.
 
 Threads: with several Numba threads (and enough work) the tiles of all images and groups are
 shared out between them, each with its own scratch, so im2col runs in parallel too; the small
-path splits its panels.  Everything runs on Numba's thread pool: no BLAS call, so no second
-pool of spinning threads competing for the cores (OpenBLAS's and OpenMP's threads busy-wait
-after a call; alternating between the two pools on two cores made a 2-thread ResNet-50 2.2x
-slower than one thread).
+path makes its column matrix by runs of input channels, one per thread, then splits its
+panels.  Everything runs on Numba's thread pool: no BLAS call, so no second pool of spinning
+threads competing for the cores (OpenBLAS's and OpenMP's threads busy-wait after a call;
+alternating between the two pools on two cores made a 2-thread ResNet-50 2.2x slower than
+one thread).
 """
 import numpy as np
 from numba import njit, prange
