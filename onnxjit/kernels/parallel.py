@@ -51,6 +51,55 @@ def num_threads(typingctx):
     return types.intp(), codegen
 
 
+# -- atomics on int64 arrays: the claims and counters of kernels whose threads hand work to each
+#    other inside one parallel region (kernels/rnn_seq.py's two-thread recurrence) -----------
+def _i64_ptr(context, builder, aryty, ary, idx):
+    arr = context.make_array(aryty)(context, builder, ary)
+    return builder.gep(arr.data, [idx])
+
+
+def _is_i64_array(a):
+    return isinstance(a, types.Array) and a.dtype == types.int64 and a.ndim == 1
+
+
+@intrinsic
+def atomic_cas(typingctx, a, i, expected, new):
+    """a[i] = new if a[i] == expected, atomically (sequentially consistent); True if it did."""
+    if not _is_i64_array(a):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _i64_ptr(context, builder, sig.args[0], args[0], args[1])
+        res = builder.cmpxchg(ptr, args[2], args[3], "seq_cst", "seq_cst")
+        return builder.extract_value(res, 1)
+    return types.boolean(a, types.intp, types.int64, types.int64), codegen
+
+
+@intrinsic
+def atomic_add(typingctx, a, i, v):
+    """a[i] += v atomically, releasing this thread's earlier writes to whoever reads a[i]
+    with atomic_load; returns the old value."""
+    if not _is_i64_array(a):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _i64_ptr(context, builder, sig.args[0], args[0], args[1])
+        return builder.atomic_rmw("add", ptr, args[2], "acq_rel")
+    return types.int64(a, types.intp, types.int64), codegen
+
+
+@intrinsic
+def atomic_load(typingctx, a, i):
+    """a[i], read atomically with acquire ordering (the writes released before it are seen)."""
+    if not _is_i64_array(a):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _i64_ptr(context, builder, sig.args[0], args[0], args[1])
+        return builder.load_atomic(ptr, "acquire", 8)
+    return types.int64(a, types.intp), codegen
+
+
 @njit(inline="always", **_JIT)
 def split_range(n, parts, t, align):
     """[start, stop) of part t when [0, n) is cut into `parts` near-equal runs whose

@@ -227,6 +227,83 @@ def test_recurrent_batch1_sequence_kernel(op, direction, layout, hs, ni, seq, le
     assert (f"{op.lower()}{want}" in source) == host().split16, source
 
 
+def _lstm_seq_args(seq, ni, hs, nd, rev, n, seed):
+    from onnxjit.kernels import rnn_seq as KS
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((seq, 1, ni), dtype=F32)
+    w, r = (rng.standard_normal((nd, 4 * hs, k), dtype=F32) * F32(1.5 / np.sqrt(hs))
+            for k in (ni, hs))
+    b, p = rng.standard_normal((nd, 8 * hs), dtype=F32) * F32(0.1), \
+        rng.standard_normal((nd, 3 * hs), dtype=F32) * F32(0.1)
+    h0, c0 = rng.standard_normal((nd, 1, hs), dtype=F32), rng.standard_normal((nd, 1, hs), dtype=F32)
+    lens = np.array([seq if n is None else n], np.int32)
+    return (x, KS.pack_w(w, 4), KS.pack_r(r, 4), b, h0, c0, p, lens, rev)
+
+
+@pytest.mark.parametrize("seq,ni,hs,nd,rev,n", [
+    (100, 64, 128, 1, False, None),     # the built-in suite's layer
+    (37, 128, 128, 2, False, None),     # bidirectional: a region per direction
+    (40, 160, 64, 1, True, 33),         # reverse, sequence_lens, input wider than hidden
+    (16, 8, 192, 1, False, None),       # PAR_MIN_STEPS, 3 chunks a thread
+    (15, 8, 128, 1, False, None),       # one step short: one thread
+    (24, 8, 96, 1, False, None)])       # hidden not a multiple of 64: one thread
+def test_lstm_seq_two_threads_equal_one(seq, ni, hs, nd, rev, n):
+    """lstm_seq's two-thread path (each step's GEMV chunks and gates split between two threads
+    that claim the halves and wait for both) gives the one-thread path's outputs bit for bit:
+    each element is computed by the same operations in the same order."""
+    import numba
+    from onnxjit.kernels import rnn_seq as KS
+    args = _lstm_seq_args(seq, ni, hs, nd, rev, n, seed=seq + hs)
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = KS.lstm_seq(*args)
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        two = KS.lstm_seq(*args)
+    finally:
+        numba.set_num_threads(old)
+    for a, b in zip(one, two):
+        assert a.shape == b.shape and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_lstm_two_thread_walk_alone(first):
+    """A thread of the two-thread walk whose partner never runs beside it (the pool ran the
+    region's two chunks one after the other) does every part itself and does not wait; the
+    partner then finds every step done. Run here one walk after the other on one thread."""
+    from numba import njit
+    from onnxjit.kernels import rnn_seq as KS
+
+    @njit
+    def walk_in_turn(x, wp, rp, b, h0, c0, p, n, first):
+        ni, hs = x.shape[2], h0.shape[2]
+        nv, G = hs // 4, hs * 4
+        xf = np.ascontiguousarray(x).ravel()
+        y = np.zeros((x.shape[0], 1, 1, hs), np.float32)
+        xw, g, xo = np.empty(2 * KS.SB * G, np.float32), np.empty(G, np.float32), \
+            np.zeros(KS.SB, np.int64)
+        pp = np.ascontiguousarray(p[0])
+        cf = np.ascontiguousarray(c0[0, 0])
+        hbuf = np.zeros(2 * hs, np.float32)
+        hbuf[:hs] = h0[0, 0]
+        wpd, rpd = wp[0], rp[0]
+        bv = KS._interleaved_bias(b, 0, hs, hs, 4, 4)
+        KS._first_block(xf, xo, n, ni, False, wpd, bv, xw, nv)
+        claim, done = np.zeros(2 * n, np.int64), np.zeros(n, np.int64)
+        for t in (first, 1 - first):
+            KS._lstm_steps_2t(t, n, hs, nv, rpd, xw, g, xf, ni, wpd, bv, pp, cf, hbuf,
+                              y.ravel(), 0, 1, False, claim, done)
+        return y, hbuf[(n % 2) * hs:(n % 2) * hs + hs], cf, claim, done
+
+    args = _lstm_seq_args(20, 24, 64, 1, False, None, seed=7)
+    x, wp, rp, b, h0, c0, p, lens, rev = args
+    want = KS.lstm_seq(*args)
+    y, h, c, claim, done = walk_in_turn(x, wp, rp, b, h0, c0, p, 20, first)
+    assert np.array_equal(y, want[0]) and np.array_equal(h, want[1][0, 0])
+    assert np.array_equal(c, want[2][0, 0])
+    assert (claim == 1).all() and (done == 2).all()
+
+
 @pytest.mark.parametrize("attrs", [dict(clip=0.8), dict(activations=["Sigmoid", "Tanh", "Relu"]),
                                    dict(input_forget=1)])
 def test_lstm_batch1_non_default_falls_back(attrs):
