@@ -48,6 +48,7 @@ from . import JIT as _JIT
 CV = 8    # vectors per GEMV chunk (8 zmm accumulators)
 SB = 8    # rows per input-projection block
 PAR_MIN_STEPS = 16   # a sequence at least this long runs on two threads (when there are two)
+SYNC = 8             # int64s a step of the two-thread walk: its 2 claims and count, one cache line
 # The input-projection tile inside the GEMV chunk's k-loop (16 accumulators) only where
 # 16-lane vectors are single registers. On AVX2 each is two ymm: the interleaved chunk and tile
 # (32 ymm accumulators) and the chunk alone (16) spilled in their k-loops, so there a chunk is
@@ -466,13 +467,14 @@ def _lstm_block(g, blk, pp, hp, cf, hn):
 
 @njit(**_JIT)
 def _lstm_steps_2t(me, n, hs, nv, rpd, xw, g, xf, ni, wpd, bv, pp, cf, hbuf, yf, d, nd,
-                   reverse, claim, done):
+                   reverse, sync):
     """One thread's walk over the n steps of lstm_seq's two-thread path.  Each step is two
     parts, the first and the second half of the GEMV's chunks with the gates of their hidden
     blocks (a chunk is 2 whole blocks: 8 vectors, 4 gates each) and their half of h and of the
     Y row.  A thread takes its own part of a step first, then the other part if no thread has
-    (atomic_cas on claim[2s + part]), and counts each part it finishes in done[s]; it goes on to
-    step s + 1 when done[s] == 2 (h of step s complete).  So a thread that never comes (the
+    (atomic_cas on sync[SYNC*s + part]), and counts each part it finishes in sync[SYNC*s + 2];
+    it goes on to step s + 1 when that count is 2 (h of step s complete).  A step's claims and
+    count share one cache line, apart from the other steps'.  So a thread that never comes (the
     pool ran both of the region's chunks one after the other on one thread) leaves every part
     to the other, which runs the whole sequence: no step waits on a thread that has not
     started.  h is double-buffered in hbuf by step parity; the input-projection tiles of
@@ -493,7 +495,10 @@ def _lstm_steps_2t(me, n, hs, nv, rpd, xw, g, xf, ni, wpd, bv, pp, cf, hbuf, yf,
         hb = hbuf[hp - cur:2 * hp - cur]
         for k in range(2):
             part = me ^ k
-            if atomic_cas(claim, 2 * s + part, 0, 1):
+            c = SYNC * s + part
+            # the other part: read first, so that a claimed part is not written (its line,
+            # shared by both threads, would go back and forth once more a step)
+            if (k == 0 or atomic_load(sync, c) == 0) and atomic_cas(sync, c, 0, 1):
                 q0, q1 = part * half, (part + 1) * half
                 _gemv_chunks(ha, hs, rpd, xw, _row(s, G), g, xf, xo, ni, wpd, bv, xw, side, j,
                              nv, q0, q1)
@@ -502,8 +507,8 @@ def _lstm_steps_2t(me, n, hs, nv, rpd, xw, g, xf, ni, wpd, bv, pp, cf, hbuf, yf,
                 o = (step_index(s, n, reverse) * nd + d) * hs
                 for u in range(32 * q0, 32 * q1, 16):
                     vstore(yf, o + u, vload(hb, u))
-                atomic_add(done, s, 1)
-        while atomic_load(done, s) < 2:
+                atomic_add(sync, SYNC * s + 2, 1)
+        while atomic_load(sync, SYNC * s + 2) < 2:
             pass
 
 
@@ -512,11 +517,10 @@ def _lstm_region(n, hs, nv, rpd, xw, g, xf, ni, wpd, bv, pp, cf, hbuf, yf, d, nd
     """The two threads of one direction (_lstm_steps_2t), with their claims and counters.
     The path costs compile time: lstm_seq's first compile took 7.8-8.3 s of CPU against
     4.5-4.8 s without it (the same with this loop inside lstm_seq)."""
-    claim = np.zeros(2 * n, np.int64)
-    done = np.zeros(n, np.int64)
+    sync = np.zeros(SYNC * n, np.int64)
     for t in prange(2):
         _lstm_steps_2t(t, n, hs, nv, rpd, xw, g, xf, ni, wpd, bv, pp, cf, hbuf, yf, d, nd,
-                       reverse, claim, done)
+                       reverse, sync)
 
 
 @njit(**_JIT)

@@ -289,19 +289,20 @@ def test_lstm_two_thread_walk_alone(first):
         wpd, rpd = wp[0], rp[0]
         bv = KS._interleaved_bias(b, 0, hs, hs, 4, 4)
         KS._first_block(xf, xo, n, ni, False, wpd, bv, xw, nv)
-        claim, done = np.zeros(2 * n, np.int64), np.zeros(n, np.int64)
+        sync = np.zeros(KS.SYNC * n, np.int64)
         for t in (first, 1 - first):
             KS._lstm_steps_2t(t, n, hs, nv, rpd, xw, g, xf, ni, wpd, bv, pp, cf, hbuf,
-                              y.ravel(), 0, 1, False, claim, done)
-        return y, hbuf[(n % 2) * hs:(n % 2) * hs + hs], cf, claim, done
+                              y.ravel(), 0, 1, False, sync)
+        return y, hbuf[(n % 2) * hs:(n % 2) * hs + hs], cf, sync
 
     args = _lstm_seq_args(20, 24, 64, 1, False, None, seed=7)
     x, wp, rp, b, h0, c0, p, lens, rev = args
     want = KS.lstm_seq(*args)
-    y, h, c, claim, done = walk_in_turn(x, wp, rp, b, h0, c0, p, 20, first)
+    y, h, c, sync = walk_in_turn(x, wp, rp, b, h0, c0, p, 20, first)
     assert np.array_equal(y, want[0]) and np.array_equal(h, want[1][0, 0])
     assert np.array_equal(c, want[2][0, 0])
-    assert (claim == 1).all() and (done == 2).all()
+    steps = sync.reshape(20, KS.SYNC)
+    assert (steps[:, :2] == 1).all() and (steps[:, 2] == 2).all() and (steps[:, 3:] == 0).all()
 
 
 @pytest.mark.parametrize("attrs", [dict(clip=0.8), dict(activations=["Sigmoid", "Tanh", "Relu"]),
