@@ -22,7 +22,8 @@ the floor of the GEMV (2.3 us a step at hidden 128), while the FMA units sit abo
   cost ~0.26 us a step.
 A sequence of length 0 gives zero states (as ORT).
 
-Two threads (LSTM, hidden sizes a multiple of 64, at least PAR_MIN_STEPS steps): one parallel
+Two threads (LSTM with hidden sizes a multiple of 64, GRU a multiple of 128; at least
+PAR_MIN_STEPS steps): one parallel
 region per direction in which two threads walk the steps together, each step cut into two
 parts (the first and second half of the GEMV's chunks, with their hidden blocks' gates and
 their half of h), so each thread streams its half of R from its own core's L2.  A thread
@@ -30,8 +31,9 @@ claims its own part of a step first, then the other one if still free (an atomic
 compare-and-swap), and waits for both parts to be counted done before the next step: a spin
 of a few hundred nanoseconds where a fork/join per step would cost microseconds, and no
 deadlock when the pool runs both of the region's chunks on one thread (the first then does
-every part).  The outputs equal the one-thread path's bit for bit.  GRU's 3 gates put hidden
-blocks across chunk boundaries (24 vectors, 3 chunks at hidden 128): it stays on one thread.
+every part).  The outputs equal the one-thread path's bit for bit.  GRU's 3 gates put a chunk
+across the middle at hidden 128 (24 vectors, 3 chunks): each half computes its side of that
+chunk as 4 vectors (_chunk4), and its input-projection tile goes to one half by step parity.
 """
 import numpy as np
 from llvmlite import ir as _ir
@@ -605,9 +607,95 @@ def _gru_block(g, blk, xw, io, hf, hn):
 
 
 @njit(**_JIT)
+def _gru_part(p, hs, rpd, ini, io, g, xf, xo, ni, wpd, bv, xw, side, j, nv, ha, hb):
+    """Part p (0 or 1) of a GRU step on two threads: the GEMV's vectors [p*nv/2, (p+1)*nv/2)
+    (whole hidden blocks: nv/2 = 12 * hs/128) as whole chunks and, where a chunk straddles the
+    halves, its half (_chunk4: R^T's [k][128] rows hold the chunk's two halves side by side),
+    their gates, and the input-projection tiles of the chunks the part begins (the straddled
+    chunk's by step parity)."""
+    G = nv * 16
+    nch = nv // CV
+    u0, u1 = p * nch, (p + 1) * nch          # half-chunk units (2 a chunk) of this part
+    for blk in range(p * (nv // 6), (p + 1) * (nv // 6)):
+        vstore(ini, blk * 48, vload(xw, io + blk * 48))
+        vstore(ini, blk * 48 + 16, vload(xw, io + blk * 48 + 16))
+    u = u0
+    while u < u1:
+        q = u // 2
+        ro = q * hs * CV * 16
+        full = u % 2 == 0 and u + 1 < u1
+        mine = u % 2 == 0 and (u + 1 < u1 or j % 2 == p)   # this part computes q's tile
+        v = j * nch + q
+        if full and side >= 0 and SIDE_IN_CHUNK:
+            a, t = _chunk_side(ha, hs, rpd, ro, ini, q * CV * 16, xf, xo, ni, wpd,
+                               v * ni * 16, bv, v * 16)
+            _store8(xw, (side % 2) * SB * G + v * 16, G, t)
+            _store8(g, q * CV * 16, 16, a)
+        elif full:
+            _store8(g, q * CV * 16, 16, _chunk(ha, hs, rpd, ro, ini, q * CV * 16))
+        else:
+            h = u % 2
+            a0, a1, a2, a3 = _chunk4(ha, hs, rpd, ro + 64 * h, ini, q * CV * 16 + 64 * h)
+            o = q * CV * 16 + 64 * h
+            vstore(g, o, a0)
+            vstore(g, o + 16, a1)
+            vstore(g, o + 32, a2)
+            vstore(g, o + 48, a3)
+        if side >= 0 and not (full and SIDE_IN_CHUNK) and (mine or (u % 2 == 1 and j % 2 == p)):
+            _side1(xf, xo, ni, wpd, v * ni * 16, bv, v * 16, xw, (side % 2) * SB * G + v * 16, G)
+        u += 2 if full else 1
+    for blk in range(p * (nv // 6), (p + 1) * (nv // 6)):
+        _gru_block(g, blk, xw, io, ha, hb)
+
+
+@njit(**_JIT)
+def _gru_steps_2t(me, n, hs, nv, rpd, ini, g, xw, xf, ni, wpd, bv, hbuf, yf, d, nd, reverse,
+                  sync):
+    """One thread's walk over the steps of gru_seq's two-thread path: _lstm_steps_2t's claims
+    and counts, each part a _gru_part."""
+    hp = hbuf.size // 2
+    G = nv * 16
+    xo = np.zeros(SB, np.int64)
+    for s in range(n):
+        j = s % SB
+        side = s // SB + 1
+        if side * SB >= n:
+            side = -1
+        elif j == 0:
+            _block_rows(xo, side, n, ni, reverse)
+        cur = (s % 2) * hp
+        ha = hbuf[cur:cur + hp]
+        hb = hbuf[hp - cur:2 * hp - cur]
+        for k in range(2):
+            part = me ^ k
+            c = SYNC * s + part
+            if (k == 0 or atomic_load(sync, c) == 0) and atomic_cas(sync, c, 0, 1):
+                _gru_part(part, hs, rpd, ini, _row(s, G), g, xf, xo, ni, wpd, bv, xw, side, j,
+                          nv, ha, hb)
+                o = (step_index(s, n, reverse) * nd + d) * hs
+                for uu in range(part * hs // 2, (part + 1) * hs // 2, 16):
+                    vstore(yf, o + uu, vload(hb, uu))
+                atomic_add(sync, SYNC * s + 2, 1)
+        while atomic_load(sync, SYNC * s + 2) < 2:
+            pass
+
+
+@njit(parallel=PRANGE_ONLY, **_JIT)
+def _gru_region(n, hs, nv, rpd, ini, g, xw, xf, ni, wpd, bv, hbuf, yf, d, nd, reverse):
+    """The two threads of one GRU direction (_gru_steps_2t)."""
+    sync = np.zeros(SYNC * n, np.int64)
+    for t in prange(2):
+        _gru_steps_2t(t, n, hs, nv, rpd, ini, g, xw, xf, ni, wpd, bv, hbuf, yf, d, nd, reverse,
+                      sync)
+
+
+@njit(**_JIT)
 def gru_seq(x, wp, rp, b, h0, lens, rev):
     """ONNX GRU with linear_before_reset=1, batch 1, default activations, no clip, float32;
-    wp = pack_w(W, 3), rp = pack_r(R, 3). -> (Y, Y_h)."""
+    wp = pack_w(W, 3), rp = pack_r(R, 3). -> (Y, Y_h).
+
+    With two or more Numba threads, hidden sizes that are multiples of 128 and at least
+    PAR_MIN_STEPS steps, each step is split between two threads as lstm_seq's is."""
     seq, ni = x.shape[0], x.shape[2]
     nd, hs = wp.shape[0], h0.shape[2]
     hp = -(-hs // 16) * 16
@@ -626,6 +714,8 @@ def gru_seq(x, wp, rp, b, h0, lens, rev):
     xo = np.zeros(SB, np.int64)
     ha = np.zeros(hp, np.float32)
     hb = np.zeros(hp, np.float32)
+    two = num_threads() > 1 and n >= PAR_MIN_STEPS and hs % 128 == 0
+    hbuf = np.zeros(2 * hp if two else 0, np.float32)
     for d in range(nd):
         reverse = rev or d == 1
         wpd, rpd = _aligned_view(wp[d]), _aligned_view(rp[d])
@@ -639,6 +729,13 @@ def gru_seq(x, wp, rp, b, h0, lens, rev):
             ha[j] = h0[d, 0, j]
         if n > 0:
             _first_block(xf, xo, n, ni, reverse, wpd, bv, xw, nv)
+        if two:
+            hbuf[:hp] = ha
+            _gru_region(n, hs, nv, rpd, ini, g, xw, xf, ni, wpd, bv, hbuf, yf, d, nd, reverse)
+            last = (n % 2) * hp
+            for j in range(hs):
+                yh[d, 0, j] = hbuf[last + j]
+            continue
         for s in range(n):
             j = s % SB
             side = s // SB + 1

@@ -256,10 +256,47 @@ def test_lstm_seq_two_threads_equal_one(seq, ni, hs, nd, rev, n):
     args = _lstm_seq_args(seq, ni, hs, nd, rev, n, seed=seq + hs)
     old = numba.get_num_threads()
     try:
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        two = KS.lstm_seq(*args)        # first: its scratch is not the one-thread call's, reused
         numba.set_num_threads(1)
         one = KS.lstm_seq(*args)
+    finally:
+        numba.set_num_threads(old)
+    for a, b in zip(one, two):
+        assert a.shape == b.shape and np.array_equal(a, b)
+
+
+def _gru_seq_args(seq, ni, hs, nd, rev, n, seed):
+    from onnxjit.kernels import rnn_seq as KS
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((seq, 1, ni), dtype=F32)
+    w, r = (rng.standard_normal((nd, 3 * hs, k), dtype=F32) * F32(1.5 / np.sqrt(hs))
+            for k in (ni, hs))
+    b = rng.standard_normal((nd, 6 * hs), dtype=F32) * F32(0.1)
+    h0 = rng.standard_normal((nd, 1, hs), dtype=F32)
+    lens = np.array([seq if n is None else n], np.int32)
+    return (x, KS.pack_w(w, 3), KS.pack_r(r, 3), b, h0, lens, rev)
+
+
+@pytest.mark.parametrize("seq,ni,hs,nd,rev,n", [
+    (100, 64, 128, 1, False, None),     # the built-in suite's layer: a chunk straddles the halves
+    (37, 128, 256, 2, False, None),     # bidirectional, whole chunks each half
+    (40, 160, 128, 1, True, 33),        # reverse, sequence_lens, input wider than hidden
+    (16, 8, 384, 1, False, None),       # PAR_MIN_STEPS, 4.5 chunks a half
+    (20, 8, 64, 1, False, None)])       # hidden not a multiple of 128: one thread
+def test_gru_seq_two_threads_equal_one(seq, ni, hs, nd, rev, n):
+    """gru_seq's two-thread path (halves of whole hidden blocks; the chunk across the middle
+    computed as its two 4-vector halves, its input-projection tile by step parity) gives the
+    one-thread path's outputs bit for bit."""
+    import numba
+    from onnxjit.kernels import rnn_seq as KS
+    args = _gru_seq_args(seq, ni, hs, nd, rev, n, seed=seq + hs)
+    old = numba.get_num_threads()
+    try:
         numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
-        two = KS.lstm_seq(*args)
+        two = KS.gru_seq(*args)        # first: its scratch is not the one-thread call's, reused
+        numba.set_num_threads(1)
+        one = KS.gru_seq(*args)
     finally:
         numba.set_num_threads(old)
     for a, b in zip(one, two):
