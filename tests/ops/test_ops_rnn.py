@@ -303,6 +303,38 @@ def test_gru_seq_two_threads_equal_one(seq, ni, hs, nd, rev, n):
         assert a.shape == b.shape and np.array_equal(a, b)
 
 
+def test_two_thread_recurrences_from_several_python_threads():
+    """Six Python threads run the two-thread LSTM and GRU at once (regions competing for the
+    pool's workers, a region's chunks run one after the other when the workers are busy):
+    every call finishes and equals the one-thread result."""
+    import threading
+    import numba
+    from onnxjit.kernels import rnn_seq as KS
+    calls = [(KS.lstm_seq, _lstm_seq_args(40, 32, 128, 1, False, None, seed=3)),
+             (KS.gru_seq, _gru_seq_args(40, 32, 128, 1, False, None, seed=4))]
+    old = numba.get_num_threads()
+    numba.set_num_threads(1)
+    want = [fn(*args) for fn, args in calls]
+    numba.set_num_threads(old)
+    bad = []
+
+    def work(t):
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        for i in range(10):
+            k = (t + i) % 2
+            got = calls[k][0](*calls[k][1])
+            if not all(np.array_equal(a, b) for a, b in zip(got, want[k])):
+                bad.append((t, i))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert not any(th.is_alive() for th in threads), "a recurrence did not finish"
+    assert not bad, bad
+
+
 @pytest.mark.parametrize("first", [0, 1])
 def test_lstm_two_thread_walk_alone(first):
     """A thread of the two-thread walk whose partner never runs beside it (the pool ran the
