@@ -618,7 +618,7 @@ def ck12(af, aoff, astr, xf, boff, ldb, tstep, ncols, kc, yf, coff, ldc, first, 
     last tile of ncols % 32 columns uses masked loads / stores.
     """
     relu = last and act == 1
-    pfd = 8 * ldb  # B prefetch distance: 8 k steps
+    pfd = tstep  # B prefetch: the same row of the next tile
     bi0 = vsel(last, vbcast(biasf, ib + 0), vzero())
     bi1 = vsel(last, vbcast(biasf, ib + 1), vzero())
     bi2 = vsel(last, vbcast(biasf, ib + 2), vzero())
@@ -880,7 +880,7 @@ def ck8(af, aoff, astr, xf, boff, ldb, tstep, ncols, kc, yf, coff, ldc, first, l
     last tile of ncols % 32 columns uses masked loads / stores.
     """
     relu = last and act == 1
-    pfd = 8 * ldb  # B prefetch distance: 8 k steps
+    pfd = tstep  # B prefetch: the same row of the next tile
     bi0 = vsel(last, vbcast(biasf, ib + 0), vzero())
     bi1 = vsel(last, vbcast(biasf, ib + 1), vzero())
     bi2 = vsel(last, vbcast(biasf, ib + 2), vzero())
@@ -1070,7 +1070,7 @@ def ck4(af, aoff, astr, xf, boff, ldb, tstep, ncols, kc, yf, coff, ldc, first, l
     last tile of ncols % 32 columns uses masked loads / stores.
     """
     relu = last and act == 1
-    pfd = 8 * ldb  # B prefetch distance: 8 k steps
+    pfd = tstep  # B prefetch: the same row of the next tile
     bi0 = vsel(last, vbcast(biasf, ib + 0), vzero())
     bi1 = vsel(last, vbcast(biasf, ib + 1), vzero())
     bi2 = vsel(last, vbcast(biasf, ib + 2), vzero())
@@ -1188,7 +1188,7 @@ def ck1(af, aoff, astr, xf, boff, ldb, tstep, ncols, kc, yf, coff, ldc, first, l
     last tile of ncols % 32 columns uses masked loads / stores.
     """
     relu = last and act == 1
-    pfd = 8 * ldb  # B prefetch distance: 8 k steps
+    pfd = tstep  # B prefetch: the same row of the next tile
     bi0 = vsel(last, vbcast(biasf, ib + 0), vzero())
     for j in range(0, ncols, 32):
         n0 = min(16, ncols - j)
