@@ -467,6 +467,43 @@ def _lstm_block(g, blk, pp, hp, cf, hn):
     vstore(hn, o, vmul(go, _vtanh(cv)))
 
 
+@njit(inline="always", **_JIT)
+def _step_side(s, n, xo, ni, reverse):
+    """(j, side) of step s: its row in the 8-row block, and the block whose input-projection
+    tiles it computes (-1: none left), xo moved to that block's rows at its first step."""
+    j = s % SB
+    side = s // SB + 1
+    if side * SB >= n:
+        side = -1
+    elif j == 0:
+        _block_rows(xo, side, n, ni, reverse)
+    return j, side
+
+
+@njit(inline="always", **_JIT)
+def _claim(sync, s, part, own):
+    """Whether this thread takes `part` of step s of a two-thread walk.  The other thread's
+    part is read first and tried only when free: a claimed part is then not written (its line,
+    shared by both threads, would go back and forth once more a step)."""
+    c = SYNC * s + part
+    return (own or atomic_load(sync, c) == 0) and atomic_cas(sync, c, 0, 1)
+
+
+@njit(inline="always", **_JIT)
+def _part_done(sync, s, yf, o, hb, u0, u1):
+    """A part of step s finished: its units [u0, u1) of h into the Y row at yf[o:], counted."""
+    for u in range(u0, u1, 16):
+        vstore(yf, o + u, vload(hb, u))
+    atomic_add(sync, SYNC * s + 2, 1)
+
+
+@njit(inline="always", **_JIT)
+def _wait_step(sync, s):
+    """Until both parts of step s are done (h of step s complete)."""
+    while atomic_load(sync, SYNC * s + 2) < 2:
+        pass
+
+
 @njit(**_JIT)
 def _lstm_steps_2t(me, n, hs, nv, rpd, xw, g, xf, ni, wpd, bv, pp, cf, hbuf, yf, d, nd,
                    reverse, sync):
@@ -486,32 +523,21 @@ def _lstm_steps_2t(me, n, hs, nv, rpd, xw, g, xf, ni, wpd, bv, pp, cf, hbuf, yf,
     half = nv // CV // 2
     xo = np.zeros(SB, np.int64)
     for s in range(n):
-        j = s % SB
-        side = s // SB + 1
-        if side * SB >= n:
-            side = -1
-        elif j == 0:
-            _block_rows(xo, side, n, ni, reverse)
+        j, side = _step_side(s, n, xo, ni, reverse)
         cur = (s % 2) * hp
         ha = hbuf[cur:cur + hp]
         hb = hbuf[hp - cur:2 * hp - cur]
         for k in range(2):
             part = me ^ k
-            c = SYNC * s + part
-            # the other part: read first, so that a claimed part is not written (its line,
-            # shared by both threads, would go back and forth once more a step)
-            if (k == 0 or atomic_load(sync, c) == 0) and atomic_cas(sync, c, 0, 1):
+            if _claim(sync, s, part, k == 0):
                 q0, q1 = part * half, (part + 1) * half
                 _gemv_chunks(ha, hs, rpd, xw, _row(s, G), g, xf, xo, ni, wpd, bv, xw, side, j,
                              nv, q0, q1)
                 for blk in range(2 * q0, 2 * q1):
                     _lstm_block(g, blk, pp, hp, cf, hb)
-                o = (step_index(s, n, reverse) * nd + d) * hs
-                for u in range(32 * q0, 32 * q1, 16):
-                    vstore(yf, o + u, vload(hb, u))
-                atomic_add(sync, SYNC * s + 2, 1)
-        while atomic_load(sync, SYNC * s + 2) < 2:
-            pass
+                _part_done(sync, s, yf, (step_index(s, n, reverse) * nd + d) * hs, hb, 32 * q0,
+                           32 * q1)
+        _wait_step(sync, s)
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
@@ -577,12 +603,7 @@ def lstm_seq(x, wp, rp, b, h0, c0, p, lens, rev):
                 yc[d, 0, j] = cf[j]
             continue
         for s in range(n):
-            j = s % SB
-            side = s // SB + 1
-            if side * SB >= n:
-                side = -1
-            elif j == 0:
-                _block_rows(xo, side, n, ni, reverse)
+            j, side = _step_side(s, n, xo, ni, reverse)
             _gemv_step(ha, hs, rpd, xw, _row(s, G), g, xf, xo, ni, wpd, bv, xw, side, j, nv)
             for blk in range(hp // 16):
                 _lstm_block(g, blk, pp, hp, cf, hb)
@@ -657,27 +678,18 @@ def _gru_steps_2t(me, n, hs, nv, rpd, ini, g, xw, xf, ni, wpd, bv, hbuf, yf, d, 
     G = nv * 16
     xo = np.zeros(SB, np.int64)
     for s in range(n):
-        j = s % SB
-        side = s // SB + 1
-        if side * SB >= n:
-            side = -1
-        elif j == 0:
-            _block_rows(xo, side, n, ni, reverse)
+        j, side = _step_side(s, n, xo, ni, reverse)
         cur = (s % 2) * hp
         ha = hbuf[cur:cur + hp]
         hb = hbuf[hp - cur:2 * hp - cur]
         for k in range(2):
             part = me ^ k
-            c = SYNC * s + part
-            if (k == 0 or atomic_load(sync, c) == 0) and atomic_cas(sync, c, 0, 1):
+            if _claim(sync, s, part, k == 0):
                 _gru_part(part, hs, rpd, ini, _row(s, G), g, xf, xo, ni, wpd, bv, xw, side, j,
                           nv, ha, hb)
-                o = (step_index(s, n, reverse) * nd + d) * hs
-                for uu in range(part * hs // 2, (part + 1) * hs // 2, 16):
-                    vstore(yf, o + uu, vload(hb, uu))
-                atomic_add(sync, SYNC * s + 2, 1)
-        while atomic_load(sync, SYNC * s + 2) < 2:
-            pass
+                _part_done(sync, s, yf, (step_index(s, n, reverse) * nd + d) * hs, hb,
+                           part * hs // 2, (part + 1) * hs // 2)
+        _wait_step(sync, s)
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
@@ -737,12 +749,7 @@ def gru_seq(x, wp, rp, b, h0, lens, rev):
                 yh[d, 0, j] = hbuf[last + j]
             continue
         for s in range(n):
-            j = s % SB
-            side = s // SB + 1
-            if side * SB >= n:
-                side = -1
-            elif j == 0:
-                _block_rows(xo, side, n, ni, reverse)
+            j, side = _step_side(s, n, xo, ni, reverse)
             io = _row(s, G)
             for blk in range(hp // 16):
                 vstore(ini, blk * 48, vload(xw, io + blk * 48))

@@ -227,76 +227,57 @@ def test_recurrent_batch1_sequence_kernel(op, direction, layout, hs, ni, seq, le
     assert (f"{op.lower()}{want}" in source) == host().split16, source
 
 
-def _lstm_seq_args(seq, ni, hs, nd, rev, n, seed):
+def _seq_args(op, seq, ni, hs, nd, rev, n, seed):
+    """lstm_seq's or gru_seq's arguments (random, scaled to stay off saturation)."""
     from onnxjit.kernels import rnn_seq as KS
+    gates = {"LSTM": 4, "GRU": 3}[op]
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((seq, 1, ni), dtype=F32)
-    w, r = (rng.standard_normal((nd, 4 * hs, k), dtype=F32) * F32(1.5 / np.sqrt(hs))
+    w, r = (rng.standard_normal((nd, gates * hs, k), dtype=F32) * F32(1.5 / np.sqrt(hs))
             for k in (ni, hs))
-    b, p = rng.standard_normal((nd, 8 * hs), dtype=F32) * F32(0.1), \
-        rng.standard_normal((nd, 3 * hs), dtype=F32) * F32(0.1)
-    h0, c0 = rng.standard_normal((nd, 1, hs), dtype=F32), rng.standard_normal((nd, 1, hs), dtype=F32)
-    lens = np.array([seq if n is None else n], np.int32)
-    return (x, KS.pack_w(w, 4), KS.pack_r(r, 4), b, h0, c0, p, lens, rev)
-
-
-@pytest.mark.parametrize("seq,ni,hs,nd,rev,n", [
-    (100, 64, 128, 1, False, None),     # the built-in suite's layer
-    (37, 128, 128, 2, False, None),     # bidirectional: a region per direction
-    (40, 160, 64, 1, True, 33),         # reverse, sequence_lens, input wider than hidden
-    (16, 8, 192, 1, False, None),       # PAR_MIN_STEPS, 3 chunks a thread
-    (15, 8, 128, 1, False, None),       # one step short: one thread
-    (24, 8, 96, 1, False, None)])       # hidden not a multiple of 64: one thread
-def test_lstm_seq_two_threads_equal_one(seq, ni, hs, nd, rev, n):
-    """lstm_seq's two-thread path (each step's GEMV chunks and gates split between two threads
-    that claim the halves and wait for both) gives the one-thread path's outputs bit for bit:
-    each element is computed by the same operations in the same order."""
-    import numba
-    from onnxjit.kernels import rnn_seq as KS
-    args = _lstm_seq_args(seq, ni, hs, nd, rev, n, seed=seq + hs)
-    old = numba.get_num_threads()
-    try:
-        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
-        two = KS.lstm_seq(*args)        # first: its scratch is not the one-thread call's, reused
-        numba.set_num_threads(1)
-        one = KS.lstm_seq(*args)
-    finally:
-        numba.set_num_threads(old)
-    for a, b in zip(one, two):
-        assert a.shape == b.shape and np.array_equal(a, b)
-
-
-def _gru_seq_args(seq, ni, hs, nd, rev, n, seed):
-    from onnxjit.kernels import rnn_seq as KS
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((seq, 1, ni), dtype=F32)
-    w, r = (rng.standard_normal((nd, 3 * hs, k), dtype=F32) * F32(1.5 / np.sqrt(hs))
-            for k in (ni, hs))
-    b = rng.standard_normal((nd, 6 * hs), dtype=F32) * F32(0.1)
+    b = rng.standard_normal((nd, 2 * gates * hs), dtype=F32) * F32(0.1)
     h0 = rng.standard_normal((nd, 1, hs), dtype=F32)
     lens = np.array([seq if n is None else n], np.int32)
-    return (x, KS.pack_w(w, 3), KS.pack_r(r, 3), b, h0, lens, rev)
+    wp, rp = KS.pack_w(w, gates), KS.pack_r(r, gates)
+    if op == "GRU":
+        return (x, wp, rp, b, h0, lens, rev)
+    c0 = rng.standard_normal((nd, 1, hs), dtype=F32)
+    p = rng.standard_normal((nd, 3 * hs), dtype=F32) * F32(0.1)
+    return (x, wp, rp, b, h0, c0, p, lens, rev)
 
 
-@pytest.mark.parametrize("seq,ni,hs,nd,rev,n", [
-    (100, 64, 128, 1, False, None),     # the built-in suite's layer: a chunk straddles the halves
-    (37, 128, 256, 2, False, None),     # bidirectional, whole chunks each half
-    (40, 160, 128, 1, True, 33),        # reverse, sequence_lens, input wider than hidden
-    (16, 8, 384, 1, False, None),       # PAR_MIN_STEPS, 4.5 chunks a half
-    (20, 8, 64, 1, False, None)])       # hidden not a multiple of 128: one thread
-def test_gru_seq_two_threads_equal_one(seq, ni, hs, nd, rev, n):
-    """gru_seq's two-thread path (halves of whole hidden blocks; the chunk across the middle
-    computed as its two 4-vector halves, its input-projection tile by step parity) gives the
-    one-thread path's outputs bit for bit."""
+TWO_THREAD_CASES = [  # (op, seq, input size, hidden, directions, reverse, sequence_lens)
+    ("LSTM", 100, 64, 128, 1, False, None),    # the built-in suite's layer
+    ("LSTM", 37, 128, 128, 2, False, None),    # bidirectional: a region per direction
+    ("LSTM", 40, 160, 64, 1, True, 33),        # reverse, sequence_lens, input wider than hidden
+    ("LSTM", 16, 8, 192, 1, False, None),      # PAR_MIN_STEPS, 3 chunks a thread
+    ("LSTM", 15, 8, 128, 1, False, None),      # one step short: one thread
+    ("LSTM", 24, 8, 96, 1, False, None),       # hidden not a multiple of 64: one thread
+    ("GRU", 100, 64, 128, 1, False, None),     # the built-in layer: a chunk across the halves
+    ("GRU", 37, 128, 256, 2, False, None),     # bidirectional, whole chunks each half
+    ("GRU", 40, 160, 128, 1, True, 33),        # reverse, sequence_lens, input wider than hidden
+    ("GRU", 16, 8, 384, 1, False, None),       # PAR_MIN_STEPS, 4.5 chunks a half
+    ("GRU", 20, 8, 64, 1, False, None),        # hidden not a multiple of 128: one thread
+]
+
+
+@pytest.mark.parametrize("op,seq,ni,hs,nd,rev,n", TWO_THREAD_CASES)
+def test_recurrence_two_threads_equal_one(op, seq, ni, hs, nd, rev, n):
+    """lstm_seq's and gru_seq's two-thread paths (each step's GEMV chunks and gates split
+    between two threads that claim the halves and wait for both; GRU's chunk across the middle
+    as two 4-vector halves, its input-projection tile by step parity) give the one-thread
+    path's outputs bit for bit: each element is computed by the same operations in the same
+    order."""
     import numba
     from onnxjit.kernels import rnn_seq as KS
-    args = _gru_seq_args(seq, ni, hs, nd, rev, n, seed=seq + hs)
+    fn = KS.lstm_seq if op == "LSTM" else KS.gru_seq
+    args = _seq_args(op, seq, ni, hs, nd, rev, n, seed=seq + hs)
     old = numba.get_num_threads()
     try:
         numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
-        two = KS.gru_seq(*args)        # first: its scratch is not the one-thread call's, reused
+        two = fn(*args)        # first: its scratch is not the one-thread call's, reused
         numba.set_num_threads(1)
-        one = KS.gru_seq(*args)
+        one = fn(*args)
     finally:
         numba.set_num_threads(old)
     for a, b in zip(one, two):
@@ -310,8 +291,8 @@ def test_two_thread_recurrences_from_several_python_threads():
     import threading
     import numba
     from onnxjit.kernels import rnn_seq as KS
-    calls = [(KS.lstm_seq, _lstm_seq_args(40, 32, 128, 1, False, None, seed=3)),
-             (KS.gru_seq, _gru_seq_args(40, 32, 128, 1, False, None, seed=4))]
+    calls = [(KS.lstm_seq, _seq_args("LSTM", 40, 32, 128, 1, False, None, seed=3)),
+             (KS.gru_seq, _seq_args("GRU", 40, 32, 128, 1, False, None, seed=4))]
     old = numba.get_num_threads()
     numba.set_num_threads(1)
     want = [fn(*args) for fn, args in calls]
@@ -364,7 +345,7 @@ def test_lstm_two_thread_walk_alone(first):
                               y.ravel(), 0, 1, False, sync)
         return y, hbuf[(n % 2) * hs:(n % 2) * hs + hs], cf, sync
 
-    args = _lstm_seq_args(20, 24, 64, 1, False, None, seed=7)
+    args = _seq_args("LSTM", 20, 24, 64, 1, False, None, seed=7)
     x, wp, rp, b, h0, c0, p, lens, rev = args
     want = KS.lstm_seq(*args)
     y, h, c, sync = walk_in_turn(x, wp, rp, b, h0, c0, p, 20, first)
