@@ -481,6 +481,14 @@ def _step_side(s, n, xo, ni, reverse):
 
 
 @njit(inline="always", **_JIT)
+def _h_pair(hbuf, s):
+    """(h before step s, h after it): the halves of hbuf by step parity."""
+    hp = hbuf.size // 2
+    cur = (s % 2) * hp
+    return hbuf[cur:cur + hp], hbuf[hp - cur:2 * hp - cur]
+
+
+@njit(inline="always", **_JIT)
 def _claim(sync, s, part, own):
     """Whether this thread takes `part` of step s of a two-thread walk.  The other thread's
     part is read first and tried only when free: a claimed part is then not written (its line,
@@ -524,9 +532,7 @@ def _lstm_steps_2t(me, n, hs, nv, rpd, xw, g, xf, ni, wpd, bv, pp, cf, hbuf, yf,
     xo = np.zeros(SB, np.int64)
     for s in range(n):
         j, side = _step_side(s, n, xo, ni, reverse)
-        cur = (s % 2) * hp
-        ha = hbuf[cur:cur + hp]
-        hb = hbuf[hp - cur:2 * hp - cur]
+        ha, hb = _h_pair(hbuf, s)
         for k in range(2):
             part = me ^ k
             if _claim(sync, s, part, k == 0):
@@ -674,14 +680,11 @@ def _gru_steps_2t(me, n, hs, nv, rpd, ini, g, xw, xf, ni, wpd, bv, hbuf, yf, d, 
                   sync):
     """One thread's walk over the steps of gru_seq's two-thread path: _lstm_steps_2t's claims
     and counts, each part a _gru_part."""
-    hp = hbuf.size // 2
     G = nv * 16
     xo = np.zeros(SB, np.int64)
     for s in range(n):
         j, side = _step_side(s, n, xo, ni, reverse)
-        cur = (s % 2) * hp
-        ha = hbuf[cur:cur + hp]
-        hb = hbuf[hp - cur:2 * hp - cur]
+        ha, hb = _h_pair(hbuf, s)
         for k in range(2):
             part = me ^ k
             if _claim(sync, s, part, k == 0):
