@@ -17,6 +17,7 @@ _launch_threads()  # registers the threading layer's symbols (num_threads, prang
 
 from . import JIT as _JIT
 from . import callees
+from .simd import elem_ptr
 
 # An int64 zero, and False, for call sites between kernels (the serial call of a part function
 # that the threaded path calls with split_range bounds): a literal 0 argument makes Numba
@@ -53,11 +54,6 @@ def num_threads(typingctx):
 
 # -- atomics on int64 arrays: the claims and counters of kernels whose threads hand work to each
 #    other inside one parallel region (kernels/rnn_seq.py's two-thread recurrence) -----------
-def _i64_ptr(context, builder, aryty, ary, idx):
-    arr = context.make_array(aryty)(context, builder, ary)
-    return builder.gep(arr.data, [idx])
-
-
 def _is_i64_array(a):
     return isinstance(a, types.Array) and a.dtype == types.int64 and a.ndim == 1
 
@@ -69,7 +65,7 @@ def atomic_cas(typingctx, a, i, expected, new):
         return None
 
     def codegen(context, builder, sig, args):
-        ptr = _i64_ptr(context, builder, sig.args[0], args[0], args[1])
+        ptr = elem_ptr(context, builder, sig.args[0], args[0], args[1])
         res = builder.cmpxchg(ptr, args[2], args[3], "seq_cst", "seq_cst")
         return builder.extract_value(res, 1)
     return types.boolean(a, types.intp, types.int64, types.int64), codegen
@@ -83,7 +79,7 @@ def atomic_add(typingctx, a, i, v):
         return None
 
     def codegen(context, builder, sig, args):
-        ptr = _i64_ptr(context, builder, sig.args[0], args[0], args[1])
+        ptr = elem_ptr(context, builder, sig.args[0], args[0], args[1])
         return builder.atomic_rmw("add", ptr, args[2], "acq_rel")
     return types.int64(a, types.intp, types.int64), codegen
 
@@ -95,7 +91,7 @@ def atomic_load(typingctx, a, i):
         return None
 
     def codegen(context, builder, sig, args):
-        ptr = _i64_ptr(context, builder, sig.args[0], args[0], args[1])
+        ptr = elem_ptr(context, builder, sig.args[0], args[0], args[1])
         return builder.load_atomic(ptr, "acquire", 8)
     return types.int64(a, types.intp), codegen
 

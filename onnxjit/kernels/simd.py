@@ -95,7 +95,8 @@ def _same_vecs(*ts):
 
 
 def elem_ptr(context, builder, aryty, ary, idx):
-    """float* to ary[idx] for a 1-D C float32 array (no bounds check)."""
+    """Pointer to ary[idx] for a 1-D C array (no bounds check): float32 here, int64 for
+    kernels/parallel.py's atomics."""
     arr = context.make_array(aryty)(context, builder, ary)
     return builder.gep(arr.data, [idx])
 

@@ -95,3 +95,32 @@ def test_prange_levels_emit_no_machine_code_only_for_onnxjit(module, skipped):
     if skipped:     # the gufunc and its two wrappers, never the entry
         assert any(n.startswith("__numba_parfor_gufunc") for n in names), names
         assert len(names) == 3, names
+
+
+def test_atomics_count_across_threads():
+    """parallel.atomic_cas / atomic_add / atomic_load (the two-thread recurrences' claims and
+    counts): a claim succeeds once, adds return the old value, and 2 threads x 20,000 adds
+    from a prange loop sum exactly (a plain += there loses updates)."""
+    import numba
+
+    @njit
+    def claims(a):
+        return (parallel.atomic_cas(a, 0, 0, 1), parallel.atomic_cas(a, 0, 0, 1),
+                parallel.atomic_add(a, 1, 5), parallel.atomic_load(a, 1))
+
+    a = np.zeros(2, np.int64)
+    assert claims(a) == (True, False, 0, 5) and list(a) == [1, 5]
+
+    @njit(parallel=PRANGE_ONLY)
+    def count(a, n):
+        for _t in prange(2):
+            for _ in range(n):
+                parallel.atomic_add(a, 0, 1)
+        return parallel.atomic_load(a, 0)
+
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    try:
+        assert count(np.zeros(1, np.int64), 20000) == 40000
+    finally:
+        numba.set_num_threads(old)
