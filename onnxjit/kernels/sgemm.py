@@ -34,7 +34,7 @@ from .microkernels import ck1, ck4, ck8, ck12, k1, k4, k8, k12
 from .epilogue import NO_BOUNDS, act1, act_rows, act_run, load_bias, load_res
 from .parallel import I0, NO, PAR_MIN_MACS, num_threads, split_range
 from .simd import (LANES16 as LANES, has_avx512, vadd, vload, vloadm, vrelu_if, vsplat, vstore, vstorem,
-                   vtranspose, vzero)
+                   vtranspose, vzero, w16)
 
 from . import JIT as _JIT
 
@@ -206,12 +206,6 @@ def pack_a(w2d):
 
 
 
-@njit(inline="always", **_JIT)
-def _src_row(sf, p, q, i, j0, n):
-    """sf[i*q + j0 : +n] of a flat (p, q) matrix (zeros past n and past its p rows)."""
-    return vloadm(sf, i * q + j0, n) if i < p else vzero()
-
-
 @njit(**_JIT)
 def _transpose_into(src, dst):
     """dst (q, p) = src (p, q).T, in 16 x 16 blocks transposed in registers."""
@@ -221,21 +215,7 @@ def _transpose_into(src, dst):
         ni = min(LANES, p - i0)
         for j0 in range(0, q, LANES):
             n = min(LANES, q - j0)
-            t = vtranspose((_src_row(sf, p, q, i0, j0, n), _src_row(sf, p, q, i0 + 1, j0, n),
-                            _src_row(sf, p, q, i0 + 2, j0, n),
-                            _src_row(sf, p, q, i0 + 3, j0, n),
-                            _src_row(sf, p, q, i0 + 4, j0, n),
-                            _src_row(sf, p, q, i0 + 5, j0, n),
-                            _src_row(sf, p, q, i0 + 6, j0, n),
-                            _src_row(sf, p, q, i0 + 7, j0, n),
-                            _src_row(sf, p, q, i0 + 8, j0, n),
-                            _src_row(sf, p, q, i0 + 9, j0, n),
-                            _src_row(sf, p, q, i0 + 10, j0, n),
-                            _src_row(sf, p, q, i0 + 11, j0, n),
-                            _src_row(sf, p, q, i0 + 12, j0, n),
-                            _src_row(sf, p, q, i0 + 13, j0, n),
-                            _src_row(sf, p, q, i0 + 14, j0, n),
-                            _src_row(sf, p, q, i0 + 15, j0, n)))
+            t = vtranspose(w16.rows(sf, i0 * q + j0, q, n, p - i0))
             for k in range(n):
                 if ni == LANES:
                     vstore(df, (j0 + k) * p + i0, t[k])
@@ -278,12 +258,6 @@ def _small_panels(xf, xo, c, hw, wpf, p0, p1, i0, i1, yt, ldt):
                 i += 1
 
 
-@njit(inline="always", **_JIT)
-def _yt_row(yt, ldt, hw, j, q0):
-    """Columns q0..q0+15 of row j of Y^T (zeros past its hw rows)."""
-    return vload(yt, j * ldt + q0) if j < hw else vzero()
-
-
 @njit(**_JIT)
 def _small_store(yt, ldt, hw, biasf, act, yf, yo, has_res, r0, r1, bounds):
     """Output rows [r0, r1) of one image: y[r, j] = act(Y^T[j, r] + bias[r] (+ y[r, j]))
@@ -293,17 +267,7 @@ def _small_store(yt, ldt, hw, biasf, act, yf, yo, has_res, r0, r1, bounds):
         q1 = min(r1, q0 + LANES)
         for j0 in range(0, hw, LANES):      # a 16 x 16 block of Y^T, transposed in registers
             n = min(LANES, hw - j0)
-            t = vtranspose((_yt_row(yt, ldt, hw, j0, q0), _yt_row(yt, ldt, hw, j0 + 1, q0),
-                            _yt_row(yt, ldt, hw, j0 + 2, q0), _yt_row(yt, ldt, hw, j0 + 3, q0),
-                            _yt_row(yt, ldt, hw, j0 + 4, q0), _yt_row(yt, ldt, hw, j0 + 5, q0),
-                            _yt_row(yt, ldt, hw, j0 + 6, q0), _yt_row(yt, ldt, hw, j0 + 7, q0),
-                            _yt_row(yt, ldt, hw, j0 + 8, q0), _yt_row(yt, ldt, hw, j0 + 9, q0),
-                            _yt_row(yt, ldt, hw, j0 + 10, q0),
-                            _yt_row(yt, ldt, hw, j0 + 11, q0),
-                            _yt_row(yt, ldt, hw, j0 + 12, q0),
-                            _yt_row(yt, ldt, hw, j0 + 13, q0),
-                            _yt_row(yt, ldt, hw, j0 + 14, q0),
-                            _yt_row(yt, ldt, hw, j0 + 15, q0)))
+            t = vtranspose(w16.rows(yt, j0 * ldt + q0, ldt, LANES, hw - j0))
             for k in range(q1 - q0):
                 o = yo + (q0 + k) * hw + j0
                 v = vadd(t[k], vsplat(biasf[q0 + k]))
