@@ -24,3 +24,18 @@ def test_rr_ranks_the_slower_variant():
     assert set(t) == {"sleep", "none"}
     assert t["sleep"] >= 0.002 > t["none"]
     assert np.isfinite(list(t.values())).all()
+
+
+def test_ab_processes_runs_each_tree_in_turn(tmp_path):
+    """tools/ab_processes.py: each tree first on PYTHONPATH in its own process, the script's
+    last line of numbers per run, medians and per-run ratios new / base."""
+    from ab_processes import compare
+    for name, value in (("base", 10.0), ("new", 25.0)):
+        tree = tmp_path / name
+        tree.mkdir()
+        (tree / "abmark.py").write_text(f"VALUE = {value}\n")
+    script = tmp_path / "show.py"
+    script.write_text("import abmark\nprint('warming up')\nprint(abmark.VALUE, 2 * abmark.VALUE)\n")
+    r = compare(str(tmp_path / "base"), str(tmp_path / "new"), [str(script)], runs=2)
+    assert r["base"] == [10.0, 20.0] and r["new"] == [25.0, 50.0]
+    assert r["ratio"] == [2.5, 2.5]

@@ -16,9 +16,15 @@ variant, even alternated, did not: two identical copies of a kernel came out 1.0
 in one such run, and a change measured 0.79x in one run and 1.14x in the next. A second copy
 of the old module ("old2" above) is the check: its ratio to "old" should be 1.00 +- 0.02.
 
-`module_at(rev, path)` imports a kernel module as it is at a git revision (its relative imports
-made absolute, so it links the current tree's other kernels) under a name of its own, with its
-own Numba cache entries in a temporary folder.
+`module_at(rev, path)` imports a kernel module as it is at a git revision (rev None: the working
+tree's file; its relative imports made absolute, so it links the current tree's other kernels)
+under a name of its own inside the package, so that it is built as onnxjit builds its own
+kernels, with its own Numba cache entries in a temporary folder.
+
+A copy compiled here is not the installed module, though: a change to a kernel's code shape
+moved a copy's speed against the installed build by 20-50% either way (tools/ab_processes.py
+says how); confirm a kernel change with tools/ab_processes.py, fresh processes of the two trees
+taking turns.
 """
 import importlib.util
 import os
@@ -55,12 +61,22 @@ def module_at(rev, path, tag="old"):
     as a module of its own: ``from .x import`` becomes ``from onnxjit.kernels.x import``."""
     root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True,
                           text=True, check=True).stdout.strip()
-    src = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=root, capture_output=True,
-                         text=True, check=True).stdout
+    if rev is None:         # the working tree's file
+        with open(os.path.join(root, path)) as f:
+            src = f.read()
+        rev = "worktree"
+    else:
+        src = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=root, capture_output=True,
+                             text=True, check=True).stdout
     package = os.path.dirname(path).replace("/", ".")
     src = re.sub(r"^from \. import", f"from {package} import", src, flags=re.M)
     src = re.sub(r"^from \.(\w+) import", rf"from {package}.\1 import", src, flags=re.M)
-    name = f"ab_{tag}_{re.sub(r'[^0-9A-Za-z]', '_', rev)}_{os.path.basename(path)[:-3]}"
+    # named inside the package, so that onnxjit compiles it as it does its own kernels (its
+    # prange levels left unoptimized, its callees without machine code: kernels/parallel.py,
+    # kernels/callees.py); under another name a copy of the same 1x1 conv ran 20% faster
+    # than the package's copy at 2 threads
+    name = (f"{package}.ab_{tag}_{re.sub(r'[^0-9A-Za-z]', '_', rev)}_"
+            f"{os.path.basename(path)[:-3]}")
     file = os.path.join(_DIR, name + ".py")
     with open(file, "w") as f:
         f.write(src)

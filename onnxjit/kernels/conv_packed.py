@@ -92,8 +92,8 @@ def conv_packed(x, wp, m, kernel, bias, strides, pads, dilations, act, res):
                 c0, c1 = split_range(cg, ncut, t, 1)
                 im2col_rows(xf, n * C * plane + c0 * plane, c1 - c0, (D, H, W), k3, s3, p6, d3,
                             o3, I0, o3[0] * o3[1], col[c0 * taps * P:])
-            conv1x1_transposed(col, kk, P, wp[0], mg, biasf, act, yf[n * M * P:(n + 1) * M * P],
-                               has_res, NO_BOUNDS)
+            yn = yf[n * M * P:(n + 1) * M * P]      # holding the residual (load_res above)
+            conv1x1_transposed(col, kk, P, wp[0], mg, biasf, act, yn, yn, has_res, NO_BOUNDS)
         return from5d(y5, x)
     geo = _geometry(x5.shape, kk, k3, s3, p6, d3, o3, group)
     units = N * group * geo[34]
@@ -185,10 +185,9 @@ def _tiles(xf, wp, biasf, yf, M, geo, act, has_res, u0, u1, pan0, pan1):
     """Tiles u0 <= u < u1 (u = (image * group + g) * ntiles + tile), output channels of the
     panels [pan0, pan1) of each group, with scratch of their own."""
     C, in3, cg, k3, s3, p6, d3, o3, r3, e3, direct, split, banded, halo, pt, ntiles = _unpack(geo)
-    group, npan, kk = wp.shape[0], wp.shape[1], wp.shape[2]
+    group, kk = wp.shape[0], wp.shape[2]
     r0 = pan0 * NR
     mg = min(M // group, pan1 * NR) - r0      # the rows of each group this call computes
-    npan = pan1 - pan0
     P, OW = o3[0] * o3[1] * o3[2], o3[2]
     plane = in3[0] * in3[1] * in3[2]
     xs, col = _scratch(geo)
@@ -204,7 +203,7 @@ def _tiles(xf, wp, biasf, yf, M, geo, act, has_res, u0, u1, pan0, pan1):
             q0, q1 = p0 // OW, p1 // OW
             yoff = (n * M + g * (M // group) + r0) * P + p0
             if kk == cg and direct:      # 1x1: x itself is the column matrix
-                gemm_cols(wpf, npan, mg, kk, xf, xoff + p0, P, p1 - p0, yf, yoff, P, bias,
+                gemm_cols(wpf, I0, mg, kk, xf, xoff + p0, P, p1 - p0, yf, yoff, P, bias,
                           act, has_res)
                 continue
             eb, j0 = e3, 0
@@ -213,7 +212,7 @@ def _tiles(xf, wp, biasf, yf, M, geo, act, has_res, u0, u1, pan0, pan1):
                 phase_split(xf, xoff, cg, in3, s3, p6, r3, eb, j0, xs)
             if kk == cg:                 # 1x1 with stride / pads: the split copy is
                 base = 0 if banded else p0
-                gemm_cols(wpf, npan, mg, kk, xs, base, (p1 - p0) if banded else P, p1 - p0,
+                gemm_cols(wpf, I0, mg, kk, xs, base, (p1 - p0) if banded else P, p1 - p0,
                           yf, yoff, P, bias, act, has_res)
                 continue
             if direct or split:
@@ -221,5 +220,5 @@ def _tiles(xf, wp, biasf, yf, M, geo, act, has_res, u0, u1, pan0, pan1):
                               eb, j0, o3, q0, q1, col)
             else:
                 im2col_rows(xf, xoff, cg, in3, k3, s3, p6, d3, o3, q0, q1, col)
-            gemm_cols(wpf, npan, mg, kk, col, I0, p1 - p0, p1 - p0, yf, yoff, P, bias, act,
+            gemm_cols(wpf, I0, mg, kk, col, I0, p1 - p0, p1 - p0, yf, yoff, P, bias, act,
                       has_res)

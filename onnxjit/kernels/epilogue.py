@@ -153,6 +153,27 @@ def load_res(y, res):
 
 
 @njit(**_JIT)
+def res_flat(y, res):
+    """res (of y's shape) as a flat C-contiguous array, for kernels that copy each part of it
+    into y right before they accumulate onto that part (on the thread that computes it: one
+    serial copy of the whole residual first was the part of ResNet-50's residual convs that
+    two threads did not speed up)."""
+    if res.shape != y.shape:
+        raise ValueError("residual shape does not match the kernel's output")
+    return np.ascontiguousarray(res).reshape(res.size)
+
+
+@njit(**_JIT)
+def copy_block(dst, src, off, rows, cols, ld):
+    """dst[off + r * ld + j] = src[same] for r < rows, j < cols (a block of two flat arrays
+    laid out alike), on unsigned indices (no wraparound check per element)."""
+    for r in range(rows):
+        o = np.uint64(off + r * ld)
+        for j in range(np.uint64(cols)):
+            dst[o + j] = src[o + j]
+
+
+@njit(**_JIT)
 def copy_into(dst, src):
     """dst[...] = src for arrays of one shape, any layouts (load_res says why not a slice
     store)."""

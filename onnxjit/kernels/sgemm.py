@@ -31,7 +31,7 @@ from numba import njit, prange
 
 from . import PRANGE_ONLY
 from .microkernels import ck1, ck4, ck8, ck12, k1, k4, k8, k12
-from .epilogue import NO_BOUNDS, act1, act_rows, act_run, load_bias, load_res
+from .epilogue import NO_BOUNDS, act1, act_rows, act_run, copy_block, load_bias, res_flat
 from .parallel import I0, NO, PAR_MIN_MACS, num_threads, split_range
 from .simd import (LANES16 as LANES, has_avx512, vadd, vload, vloadm, vrelu_if, vsplat, vstore, vstorem,
                    vtranspose, vzero, w16)
@@ -190,6 +190,16 @@ CONV_MID_HW = 256  # ... and up to this when M <= C (no X copy; ragged tiles wou
 CONV_MID_MIN_C = 64  # ... or when C >= this (the X^T copy pays: 96->576 at 14x14 0.227 ms
 #                       against 0.245 streamed, 64->384 0.108 / 0.118; C = 40, 48 lose)
 CONV_KC_SMALL = 256  # K block of the transposed product
+# Threads writing runs of columns of one output share every row's boundary: each core's
+# hardware prefetcher, streaming along its rows, reaches into the other's run, and those lines
+# then go back and forth between the cores (AMD Zen 4, 2 threads, 32->192 1x1 at 28x28: two
+# column halves at once 78 us against 54 for one alone; with 4 lines left unwritten between
+# the runs 61, with a separate output each 61). Runs of rows write one contiguous block each,
+# but every thread reads all of X: rows are the split where m * ROW_SPLIT > C * H * W (a row
+# boundary costs about as much as ROW_SPLIT floats of X read twice). Installed builds in
+# alternating processes, 2 threads: 32->192 at 28x28 0.48x the time of the column split,
+# 64->256 at 56x56 + residual 0.64x, 128->512 at 28x28 + residual 0.65x.
+ROW_SPLIT = 1200
 CONV_ACT_BLOCK_FLOATS = 65536  # output block (m x columns) a Clip/HardSwish pass finds in L2
 
 
@@ -259,9 +269,9 @@ def _small_panels(xf, xo, c, hw, wpf, p0, p1, i0, i1, yt, ldt):
 
 
 @njit(**_JIT)
-def _small_store(yt, ldt, hw, biasf, act, yf, yo, has_res, r0, r1, bounds):
-    """Output rows [r0, r1) of one image: y[r, j] = act(Y^T[j, r] + bias[r] (+ y[r, j]))
-    (act and bounds: kernels/epilogue.py's codes)."""
+def _small_store(yt, ldt, hw, biasf, act, yf, yo, rf, has_res, r0, r1, bounds):
+    """Output rows [r0, r1) of one image: y[r, j] = act(Y^T[j, r] + bias[r] (+ res[r, j]),
+    the residual read from rf, laid out as yf) (act and bounds: kernels/epilogue.py's codes)."""
     relu = act == 1
     for q0 in range(r0, r1, LANES):
         q1 = min(r1, q0 + LANES)
@@ -272,7 +282,7 @@ def _small_store(yt, ldt, hw, biasf, act, yf, yo, has_res, r0, r1, bounds):
                 o = yo + (q0 + k) * hw + j0
                 v = vadd(t[k], vsplat(biasf[q0 + k]))
                 if has_res:
-                    v = vadd(v, vloadm(yf, o, n))
+                    v = vadd(v, vloadm(rf, o, n))
                 v = vrelu_if(v, relu)
                 if n == LANES:
                     vstore(yf, o, v)
@@ -293,11 +303,11 @@ def _small_product(xf, xo, c, hw, wpf, m, p0, p1, i0, i1, xt, zbias, yt, ldt):
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
-def conv1x1_transposed(xf, c, hw, wp, m, biasf, act, yf, has_res, bounds=NO_BOUNDS):
+def conv1x1_transposed(xf, c, hw, wp, m, biasf, act, yf, rf, has_res, bounds=NO_BOUNDS):
     """Small H*W (7x7; 14x14 when M <= C): per image the transposed product
     Y^T (HW, M) = X^T @ W^T into a scratch, the vectors running along M (no ragged
-    49-of-64-lane tiles), then one transposing pass adds bias and the residual already in yf
-    and applies act.
+    49-of-64-lane tiles), then one transposing pass adds bias and the residual (rf, laid out
+    as yf) and applies act.
 
     M > C: X^T is copied (small) and the ``sgemm_packed`` kernels run on it.  Else X^T's
     elements are broadcast straight from X (``_small_panels``).  With several threads (and
@@ -332,24 +342,27 @@ def conv1x1_transposed(xf, c, hw, wp, m, biasf, act, yf, has_res, bounds=NO_BOUN
                     _small_product(xf, xo, c, hw, wpf, m, p0, p1, I0, hw, xt, zbias, yt, ldt)
             for t in prange(nt):
                 r0, r1 = split_range(m, nt, t, 16)
-                _small_store(yt, ldt, hw, biasf, act, yf, img * m * hw, has_res, r0, r1, bounds)
+                _small_store(yt, ldt, hw, biasf, act, yf, img * m * hw, rf, has_res, r0, r1,
+                             bounds)
         return
     for img in range(nimg):
         xo = img * c * hw
         if m > c:
             _transpose_into(xf[xo:xo + c * hw].reshape(c, hw), xt)
         _small_product(xf, xo, c, hw, wpf, m, I0, npan, I0, hw, xt, zbias, yt, ldt)
-        _small_store(yt, ldt, hw, biasf, act, yf, img * m * hw, has_res, I0, m, bounds)
+        _small_store(yt, ldt, hw, biasf, act, yf, img * m * hw, rf, has_res, I0, m, bounds)
 
 
 @njit(**_JIT)
-def gemm_cols(wpf, npan, m, kk, bf, boff, ldb, ncols, yf, yoff, ldy, biasf, act, has_res):
-    """Y = act(W @ B + bias (+ Y)) on a block: the streamed product of ``conv1x1_packed``.
+def gemm_cols(wpf, ra, rb, kk, bf, boff, ldb, ncols, yf, yoff, ldy, biasf, act, has_res):
+    """Rows [ra, rb) of Y = act(W @ B + bias (+ Y)) on a block: the streamed product of
+    ``conv1x1_packed``.
 
-    W (m, kk) is packed by ``pack_a`` (wpf: its npan panels, flat); B (kk, ncols) starts at
+    W (m, kk) is packed by ``pack_a`` (wpf: its panels, flat); B (kk, ncols) starts at
     bf[boff] with row stride ldb; Y (m, ncols) at yf[yoff] with row stride ldy holds the
-    residual to add when has_res; biasf has npan * 32 entries.  K blocks of CONV_KC rows,
-    L2-sized column blocks, then the 32-row panels of W (12 / 8 / 4 / 1-row micro-kernels).
+    residual to add when has_res; biasf has an entry per row of the panels.  K blocks of
+    CONV_KC rows, L2-sized column blocks, then the rows by 32-row panel of W (12 / 8 / 4 /
+    1-row micro-kernels, which start at any row of a panel).
     """
     nkb = (kk + CONV_KC - 1) // CONV_KC
     kcs = (kk + nkb - 1) // nkb
@@ -361,10 +374,10 @@ def gemm_cols(wpf, npan, m, kk, bf, boff, ldb, ncols, yf, yoff, ldy, biasf, act,
         for j0 in range(0, ncols, nb):
             nc = min(nb, ncols - j0)
             bo = boff + k0 * ldb + j0
-            for p in range(npan):
+            for p in range(ra // NR, (rb + NR - 1) // NR):
                 r0 = p * NR
-                rend = min(m, r0 + NR)
-                i = r0
+                rend = min(rb, r0 + NR)
+                i = max(ra, r0)
                 ao = (p * kk + k0) * NR - r0
                 while rend - i >= 12:
                     ck12(wpf, ao + i, NR64, bf, bo, ldb, NR64, nc, kc, yf,
@@ -385,20 +398,32 @@ def gemm_cols(wpf, npan, m, kk, bf, boff, ldb, ncols, yf, yoff, ldy, biasf, act,
 
 
 @njit(**_JIT)
-def _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, col0, col1, bounds):
-    """Columns [col0, col1) of image img of ``conv1x1_packed``'s streamed product.  An
-    activation other than Relu (Clip, HardSwish) is applied per block of columns whose output
-    (m x block floats) stays in L2, right after the product wrote it."""
-    if act <= 1:
-        gemm_cols(wpf, npan, m, c, xf, img * c * hw + col0, hw, col1 - col0, yf,
+def _conv1x1_cols(xf, c, hw, wpf, m, biasf, act, yf, rf, has_res, img, ra, rb, col0, col1,
+                  bounds):
+    """Rows [ra, rb) and columns [col0, col1) of image img of ``conv1x1_packed``'s streamed
+    product (m rows in all), by blocks of columns whose output (rows x block floats) stays in
+    L2: the block's residual copied from rf (laid out as yf) into y just before the product
+    accumulates onto it, an activation other than Relu (Clip, HardSwish) applied right after
+    the product wrote it."""
+    if act <= 1 and not has_res:
+        gemm_cols(wpf, ra, rb, c, xf, img * c * hw + col0, hw, col1 - col0, yf,
                   img * m * hw + col0, hw, biasf, act, has_res)
         return
-    blk = max(NR, CONV_ACT_BLOCK_FLOATS // max(1, m) // NR * NR)
+    blk = max(NR, CONV_ACT_BLOCK_FLOATS // max(1, rb - ra) // NR * NR)
     for q0 in range(col0, col1, blk):
         q1 = min(col1, q0 + blk)
-        gemm_cols(wpf, npan, m, c, xf, img * c * hw + q0, hw, q1 - q0, yf,
-                  img * m * hw + q0, hw, biasf, I0, has_res)
-        act_rows(yf, img * m * hw + q0, m, q1 - q0, hw, act, bounds)
+        # gemm_cols called with has_res a literal each way: with the variable in one call,
+        # 64 -> 256 at 56x56 + residual took 3.6 ms on one thread against 1.8 (how LLVM
+        # compiled the loop; the copy itself is 0.07 ms)
+        if has_res:
+            copy_block(yf, rf, img * m * hw + ra * hw + q0, rb - ra, q1 - q0, hw)
+            gemm_cols(wpf, ra, rb, c, xf, img * c * hw + q0, hw, q1 - q0, yf,
+                      img * m * hw + q0, hw, biasf, act if act <= 1 else I0, True)
+        else:
+            gemm_cols(wpf, ra, rb, c, xf, img * c * hw + q0, hw, q1 - q0, yf,
+                      img * m * hw + q0, hw, biasf, I0, False)
+        if act > 1:
+            act_rows(yf, img * m * hw + ra * hw + q0, rb - ra, q1 - q0, hw, act, bounds)
 
 
 def conv1x1_small(hw, m, c):
@@ -409,8 +434,8 @@ def conv1x1_small(hw, m, c):
 
 @njit(inline="always", **_JIT)
 def _conv1x1_setup(x, wp, m, bias, res):
-    """conv1x1_packed's checks and buffers: flat x, the bias padded to the panels, y (holding
-    the residual when there is one: an empty res is none), flat y, has_res."""
+    """conv1x1_packed's checks and buffers: flat x, the bias padded to the panels, y, flat y,
+    the residual flat (an empty res is none: then an empty array), has_res."""
     nimg, c, h, w = x.shape
     npan = wp.shape[0]
     if wp.shape[1] != c or wp.shape[2] != NR or m > npan * NR or m <= (npan - 1) * NR:
@@ -421,15 +446,16 @@ def _conv1x1_setup(x, wp, m, bias, res):
         load_bias(biasf, bias, m)
     y = np.empty((nimg, m, h, w), np.float32)
     has_res = False
+    rf = np.empty(0, np.float32)
     if res is not None:
         has_res = res.size != 0
         if has_res:
-            load_res(y, res)
-    return xf, biasf, y, y.ravel(), has_res
+            rf = res_flat(y, res)
+    return xf, biasf, y, y.ravel(), rf, has_res
 
 
 @njit(inline="always", **_JIT)
-def _conv1x1_empty(nimg, m, hw, biasf, act, yf, has_res, bounds):
+def _conv1x1_empty(nimg, m, hw, biasf, act, yf, rf, has_res, bounds):
     """conv1x1_packed without inputs (C == 0) or pixels: bias (+ residual), act."""
     lo, hi = np.float32(bounds[0]), np.float32(bounds[1])
     zero, one = np.float32(0.0), np.float32(1.0)
@@ -437,7 +463,7 @@ def _conv1x1_empty(nimg, m, hw, biasf, act, yf, has_res, bounds):
         for r in range(m):
             for j in range(hw):
                 o = (i * m + r) * hw + j
-                v = biasf[r] + (yf[o] if has_res else np.float32(0.0))
+                v = biasf[r] + (rf[o] if has_res else np.float32(0.0))
                 yf[o] = act1(v, act, lo, hi, zero, one)
 
 
@@ -450,37 +476,44 @@ def _conv1x1_empty(nimg, m, hw, biasf, act, yf, has_res, bounds):
 @njit(**_JIT)
 def conv1x1_packed_small(x, wp, m, bias, act, res, bounds=NO_BOUNDS):
     """conv1x1_packed by the transposed product (small H*W: see conv1x1_transposed)."""
-    xf, biasf, y, yf, has_res = _conv1x1_setup(x, wp, m, bias, res)
+    xf, biasf, y, yf, rf, has_res = _conv1x1_setup(x, wp, m, bias, res)
     nimg, c, h, w = x.shape
     if c == 0 or h * w == 0:
-        _conv1x1_empty(nimg, m, h * w, biasf, act, yf, has_res, bounds)
+        _conv1x1_empty(nimg, m, h * w, biasf, act, yf, rf, has_res, bounds)
     else:
-        conv1x1_transposed(xf, c, h * w, wp, m, biasf, act, yf, has_res, bounds)
+        conv1x1_transposed(xf, c, h * w, wp, m, biasf, act, yf, rf, has_res, bounds)
     return y
 
 
 @njit(parallel=PRANGE_ONLY, **_JIT)
 def conv1x1_packed_cols(x, wp, m, bias, act, res, bounds=NO_BOUNDS):
     """conv1x1_packed by the streamed product (columns of X, split over threads when big)."""
-    xf, biasf, y, yf, has_res = _conv1x1_setup(x, wp, m, bias, res)
+    xf, biasf, y, yf, rf, has_res = _conv1x1_setup(x, wp, m, bias, res)
     nimg, c, h, w = x.shape
-    hw, npan, wpf = h * w, wp.shape[0], wp.ravel()
+    hw, wpf = h * w, wp.ravel()
     if c == 0 or hw == 0:
-        _conv1x1_empty(nimg, m, hw, biasf, act, yf, has_res, bounds)
+        _conv1x1_empty(nimg, m, hw, biasf, act, yf, rf, has_res, bounds)
         return y
     nt = num_threads()
     if nt > 1 and m * c * hw * nimg >= PAR_MIN_MACS:
-        # each image's columns cut into `nt` runs (multiples of 32 columns, so only the last
-        # run has a ragged tile)
+        # each image cut into `nt` runs of output rows (multiples of 12) where the rows are
+        # many against X, else of columns (multiples of 32, so only the last run has a ragged
+        # tile): see ROW_SPLIT
+        by_rows = m >= 24 * nt and m * ROW_SPLIT > c * hw
         for u in prange(nimg * nt):
             img, t = u // nt, u % nt
-            col0, col1 = split_range(hw, nt, t, NR)
-            if col1 > col0:
-                _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, col0, col1,
-                              bounds)
+            ra, rb, col0, col1 = I0, m, I0, hw
+            if by_rows:
+                ra, rb = split_range(m, nt, t, 12)
+            else:
+                col0, col1 = split_range(hw, nt, t, NR)
+            if col1 > col0 and rb > ra:
+                _conv1x1_cols(xf, c, hw, wpf, m, biasf, act, yf, rf, has_res, img, ra, rb,
+                              col0, col1, bounds)
     else:
         for img in range(nimg):
-            _conv1x1_cols(xf, c, hw, wpf, npan, m, biasf, act, yf, has_res, img, I0, hw, bounds)
+            _conv1x1_cols(xf, c, hw, wpf, m, biasf, act, yf, rf, has_res, img, I0, m, I0, hw,
+                          bounds)
     return y
 
 

@@ -134,7 +134,7 @@ def _gemm_cols_case(rng, m, kk, ncols, act, has_res, pad=19):
     biasp[:m] = bias
     _, biasf = _guarded(biasp, np.nan)
     _, wpf = _guarded(wp, np.nan)
-    sgemm.gemm_cols(wpf, npan, m, kk, bf, 0, ldb, ncols, yf, 0, ldy, biasf, act, has_res)
+    sgemm.gemm_cols(wpf, 0, m, kk, bf, 0, ldb, ncols, yf, 0, ldy, biasf, act, has_res)
     want = w.astype(np.float64) @ bmat + bias[:, None] + (res if has_res else 0)
     if act:
         want = np.maximum(want, 0)

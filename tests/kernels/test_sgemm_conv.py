@@ -21,7 +21,8 @@ from helpers import numba_cache_runs
 
 
 def _ort(x, w, bias, act, res):
-    """act(Conv1x1(x, w, bias) (+ res)) by onnxruntime (w, bias as initializers)."""
+    """act(Conv1x1(x, w, bias) (+ res)) by onnxruntime (w, bias as initializers); act 0 none,
+    1 Relu, 2 Clip(0, 6), 3 HardSwish."""
     m, c = w.shape
     inputs = ["x", "w"] + (["b"] if bias is not None else [])
     nodes = [oh.make_node("Conv", inputs, ["cv"], kernel_shape=[1, 1])]
@@ -36,7 +37,13 @@ def _ort(x, w, bias, act, res):
         graph_inputs.append(oh.make_tensor_value_info("res", TensorProto.FLOAT, list(res.shape)))
         feeds["res"] = res
         last = "sum"
-    nodes.append(oh.make_node("Relu" if act else "Identity", [last], ["y"]))
+    if act == 2:
+        inits += [numpy_helper.from_array(np.float32(0.0), "lo"),
+                  numpy_helper.from_array(np.float32(6.0), "hi")]
+        nodes.append(oh.make_node("Clip", [last, "lo", "hi"], ["y"]))
+    else:
+        nodes.append(oh.make_node({0: "Identity", 1: "Relu", 3: "HardSwish"}[act], [last],
+                                  ["y"]))
     graph = oh.make_graph(nodes, "g", graph_inputs,
                           [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
@@ -49,7 +56,8 @@ def _ort(x, w, bias, act, res):
 
 def _check(x, w, bias, act, res, tol=2e-6):
     m = w.shape[0]
-    got = conv1x1_packed(x, pack_a(w), m, bias, act, res)
+    bounds = {2: (0.0, 6.0), 3: (1.0 / 6.0, 0.5)}.get(act, (0.0, 0.0))
+    got = conv1x1_packed(x, pack_a(w), m, bias, act, res, bounds)
     want = _ort(x, w, bias, act, res)
     assert got.shape == want.shape == (x.shape[0], m) + x.shape[2:]
     assert got.dtype == np.float32
@@ -199,5 +207,29 @@ def test_thread_counts(threads, n, c, m, h, w):
         wt = rng.standard_normal((m, c), dtype=np.float32)
         res = rng.standard_normal((n, m, h, w), dtype=np.float32)
         _check(x, wt, rng.standard_normal(m, dtype=np.float32), 1, res)
+    finally:
+        numba.set_num_threads(old)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("act", [1, 2, 3])
+@pytest.mark.parametrize("n,c,m,h,w", [(1, 24, 100, 30, 30), (2, 32, 192, 28, 28),
+                                       (1, 144, 24, 56, 56), (1, 16, 96, 112, 112)])
+def test_thread_splits_with_activation(threads, act, n, c, m, h, w):
+    """The streamed path's two splits over threads, runs of output rows (many rows against X:
+    the first two shapes, 100 rows cut at a multiple of 12 inside a 32-row panel) and runs of
+    columns (the last two), with the residual each thread copies into its own part and Relu,
+    Clip or HardSwish (the per-block activation pass), with and without a residual."""
+    import numba
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        rng = np.random.default_rng(n + c + m + h + act)
+        x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+        wt = (rng.standard_normal((m, c)) / np.sqrt(c)).astype(np.float32)
+        bias = rng.standard_normal(m, dtype=np.float32)
+        res = rng.standard_normal((n, m, h, w), dtype=np.float32)
+        _check(x, wt, bias, act, res)
+        _check(x, wt, bias, act, None)
     finally:
         numba.set_num_threads(old)
