@@ -30,7 +30,7 @@ def run(tree, script_args, env=None):
     env["PYTHONPATH"] = os.path.abspath(tree) + (os.pathsep + env["PYTHONPATH"]
                                                  if env.get("PYTHONPATH") else "")
     out = subprocess.run([sys.executable] + script_args, env=env, capture_output=True,
-                         text=True, cwd=os.path.dirname(os.path.abspath(tree)) or None)
+                         text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{script_args} under {tree} failed:\n{out.stderr[-2000:]}")
     lines = [line for line in out.stdout.splitlines() if line.strip()]
