@@ -22,7 +22,7 @@ under a name of its own inside the package, so that it is built as onnxjit build
 kernels, with its own Numba cache entries in a temporary folder.
 
 A copy compiled here is not the installed module, though: a change to a kernel's code shape
-moved a copy's speed against the installed build by 20-50% either way (tools/ab_processes.py
+moved a copy's speed against the installed build by up to 25% either way (tools/ab_processes.py
 says how); confirm a kernel change with tools/ab_processes.py, fresh processes of the two trees
 taking turns.
 """
