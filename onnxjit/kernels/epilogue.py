@@ -141,18 +141,6 @@ def load_bias(biasf, bias, n):
 
 
 @njit(**_JIT)
-def load_res(y, res):
-    """y[...] = res for a C-contiguous y of res's shape (the residual a kernel accumulates
-    onto)."""
-    if res.shape != y.shape:
-        raise ValueError("residual shape does not match the kernel's output")
-    yf = y.reshape(y.size)
-    rf = np.ascontiguousarray(res).reshape(res.size)
-    for i in range(yf.shape[0]):
-        yf[i] = rf[i]
-
-
-@njit(**_JIT)
 def res_flat(y, res):
     """res (of y's shape) as a flat C-contiguous array, for kernels that copy each part of it
     into y right before they accumulate onto that part (on the thread that computes it: one
@@ -161,6 +149,16 @@ def res_flat(y, res):
     if res.shape != y.shape:
         raise ValueError("residual shape does not match the kernel's output")
     return np.ascontiguousarray(res).reshape(res.size)
+
+
+@njit(**_JIT)
+def load_res(y, res):
+    """y[...] = res for a C-contiguous y of res's shape (the residual a kernel accumulates
+    onto)."""
+    rf = res_flat(y, res)
+    yf = y.reshape(y.size)
+    for i in range(yf.shape[0]):
+        yf[i] = rf[i]
 
 
 @njit(**_JIT)

@@ -419,7 +419,7 @@ def _conv1x1_cols(xf, c, hw, wpf, m, biasf, act, yf, rf, has_res, img, ra, rb, c
             copy_block(yf, rf, img * m * hw + ra * hw + q0, rb - ra, q1 - q0, hw)
             gemm_cols(wpf, ra, rb, c, xf, img * c * hw + q0, hw, q1 - q0, yf,
                       img * m * hw + q0, hw, biasf, act if act <= 1 else I0, True)
-        else:
+        else:           # (here act > 1: applied below)
             gemm_cols(wpf, ra, rb, c, xf, img * c * hw + q0, hw, q1 - q0, yf,
                       img * m * hw + q0, hw, biasf, I0, False)
         if act > 1:
